@@ -1,0 +1,66 @@
+"""Sync entry points over async savers.
+
+tether implements every storage operation once, as a coroutine. The sync
+methods LangGraph calls from ``graph.invoke`` hand that coroutine to the
+saver's event loop (``self.loop``) and wait for it, which is how the upstream
+async savers bridge too. A sync call made on the loop's own thread would
+deadlock, so it fails with a message saying what to use instead.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Coroutine, Sequence
+from typing import TYPE_CHECKING, Any, TypeVar
+
+T = TypeVar("T")
+
+__all__ = ["SyncBridge"]
+
+
+class SyncBridge:
+    """Mixin giving an async saver sync twins of tether's extra capabilities."""
+
+    loop: asyncio.AbstractEventLoop | None
+
+    def _run_sync(self, coro: Coroutine[Any, Any, T], name: str) -> T:
+        loop = self.loop
+        if loop is None:
+            coro.close()
+            raise RuntimeError(
+                f"{type(self).__name__}.{name}() was called before the saver was set up; "
+                "open it with tether.open_checkpointer() or open_checkpointer_sync()"
+            )
+        try:
+            running = asyncio.get_running_loop()
+        except RuntimeError:
+            running = None
+        if running is loop:
+            coro.close()
+            raise asyncio.InvalidStateError(
+                f"synchronous {type(self).__name__}.{name}() was called from the saver's own "
+                f"event loop, which would deadlock; await a{name}() instead, or use "
+                "tether.open_checkpointer_sync() to get a saver for sync code"
+            )
+        return asyncio.run_coroutine_threadsafe(coro, loop).result()
+
+    def delete_for_runs(self, run_ids: Sequence[str]) -> None:
+        return self._run_sync(self.adelete_for_runs(run_ids), "delete_for_runs")
+
+    def copy_thread(self, source_thread_id: str, target_thread_id: str) -> None:
+        return self._run_sync(
+            self.acopy_thread(source_thread_id, target_thread_id), "copy_thread"
+        )
+
+    def prune(self, thread_ids: Sequence[str], *, strategy: str = "keep_latest") -> None:
+        return self._run_sync(self.aprune(thread_ids, strategy=strategy), "prune")
+
+    if TYPE_CHECKING:  # provided by the concrete saver; not defined here so that
+        # LangGraph's capability detection only sees real implementations.
+        async def adelete_for_runs(self, run_ids: Sequence[str]) -> None: ...
+
+        async def acopy_thread(self, source_thread_id: str, target_thread_id: str) -> None: ...
+
+        async def aprune(
+            self, thread_ids: Sequence[str], *, strategy: str = "keep_latest"
+        ) -> None: ...

@@ -1,0 +1,132 @@
+"""PostgreSQL checkpointer: LangGraph's AsyncPostgresSaver, pooled, plus the capabilities
+it lacks (``delete_for_runs`` and ``copy_thread``)."""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator, Sequence
+from contextlib import asynccontextmanager
+from typing import Any
+
+from tether.checkpointing._bridge import SyncBridge
+from tether.checkpointing.url import CheckpointerURL, redact
+from tether.errors import BackendUnavailableError, ConfigurationError, MissingDependencyError
+
+try:
+    import psycopg
+    from langgraph.checkpoint.postgres.aio import AsyncPostgresSaver
+    from psycopg.rows import dict_row
+    from psycopg_pool import AsyncConnectionPool
+except ImportError as exc:
+    raise MissingDependencyError("the PostgreSQL checkpointer", "postgres") from exc
+
+__all__ = ["PostgresSaver", "open_postgres"]
+
+_OPTIONS = {"min_size", "max_size", "connect_timeout"}
+
+# Blobs no remaining checkpoint of the thread refers to.
+_DELETE_ORPHAN_BLOBS = """
+DELETE FROM checkpoint_blobs b WHERE b.thread_id = ANY(%s) AND NOT EXISTS (
+    SELECT 1 FROM checkpoints c
+    WHERE c.thread_id = b.thread_id AND c.checkpoint_ns = b.checkpoint_ns
+      AND c.checkpoint -> 'channel_versions' ->> b.channel = b.version)
+"""
+_DELETE_ORPHAN_WRITES = """
+DELETE FROM checkpoint_writes w WHERE w.thread_id = ANY(%s) AND NOT EXISTS (
+    SELECT 1 FROM checkpoints c
+    WHERE c.thread_id = w.thread_id AND c.checkpoint_ns = w.checkpoint_ns
+      AND c.checkpoint_id = w.checkpoint_id)
+"""
+_COPY_SQL = (
+    """INSERT INTO checkpoints (thread_id, checkpoint_ns, checkpoint_id, parent_checkpoint_id,
+        type, checkpoint, metadata)
+    SELECT %(dst)s, checkpoint_ns, checkpoint_id, parent_checkpoint_id, type, checkpoint, metadata
+    FROM checkpoints WHERE thread_id = %(src)s ON CONFLICT DO NOTHING""",
+    """INSERT INTO checkpoint_blobs (thread_id, checkpoint_ns, channel, version, type, blob)
+    SELECT %(dst)s, checkpoint_ns, channel, version, type, blob
+    FROM checkpoint_blobs WHERE thread_id = %(src)s ON CONFLICT DO NOTHING""",
+    """INSERT INTO checkpoint_writes (thread_id, checkpoint_ns, checkpoint_id, task_id, idx,
+        channel, type, blob, task_path)
+    SELECT %(dst)s, checkpoint_ns, checkpoint_id, task_id, idx, channel, type, blob, task_path
+    FROM checkpoint_writes WHERE thread_id = %(src)s ON CONFLICT DO NOTHING""",
+)
+
+
+class PostgresSaver(SyncBridge, AsyncPostgresSaver):
+    """``AsyncPostgresSaver`` with ``delete_for_runs`` and ``copy_thread``.
+
+    Works from async code directly and from sync code through
+    :func:`tether.open_checkpointer_sync`.
+    """
+
+    async def adelete_for_runs(self, run_ids: Sequence[str]) -> None:
+        """Delete every checkpoint (and its writes and unshared blobs) of the listed runs."""
+        if isinstance(run_ids, str):
+            raise TypeError("run_ids must be a sequence of run ids, not a single str")
+        ids = [str(r) for r in run_ids]
+        if not ids:
+            return
+        async with self._cursor() as cur, cur.connection.transaction():
+            await cur.execute(
+                "DELETE FROM checkpoints WHERE metadata ->> 'run_id' = ANY(%s) "
+                "RETURNING thread_id",
+                (ids,),
+            )
+            threads = sorted({row["thread_id"] for row in await cur.fetchall()})
+            if threads:
+                await cur.execute(_DELETE_ORPHAN_WRITES, (threads,))
+                await cur.execute(_DELETE_ORPHAN_BLOBS, (threads,))
+
+    async def acopy_thread(self, source_thread_id: str, target_thread_id: str) -> None:
+        """Copy every checkpoint, blob and write of one thread to another, atomically."""
+        params = {"src": str(source_thread_id), "dst": str(target_thread_id)}
+        async with self._cursor() as cur, cur.connection.transaction():
+            for sql in _COPY_SQL:
+                await cur.execute(sql, params)
+
+
+def _pool_options(options: dict[str, Any]) -> tuple[int, int, float]:
+    unknown = set(options) - _OPTIONS
+    if unknown:
+        raise ConfigurationError(
+            f"unknown option(s) for postgres: {', '.join(sorted(unknown))}; "
+            f"accepted: {', '.join(sorted(_OPTIONS))}"
+        )
+    return (int(options.get("min_size", 1)), int(options.get("max_size", 10)),
+            float(options.get("connect_timeout", 5)))
+
+
+@asynccontextmanager
+async def open_postgres(url: CheckpointerURL, **options: Any) -> AsyncIterator[PostgresSaver]:
+    """Connect a pool to the PostgreSQL server ``url`` names and yield a set-up saver.
+
+    Args:
+        url: The parsed ``postgresql://`` URL.
+        **options: ``min_size`` and ``max_size`` of the pool, ``connect_timeout``
+            in seconds.
+    """
+    min_size, max_size, timeout = _pool_options(options)
+    conninfo = url.url.replace("postgres://", "postgresql://", 1)
+    try:
+        # One direct connection first: it fails fast with the server's own reason,
+        # where a pool would only time out.
+        probe = await psycopg.AsyncConnection.connect(conninfo, connect_timeout=timeout)
+        await probe.close()
+    except psycopg.OperationalError as exc:
+        raise BackendUnavailableError(
+            f"cannot reach PostgreSQL at {url.where} ({redact(url.url)}): "
+            f"{str(exc).strip().splitlines()[0] if str(exc).strip() else exc!r}"
+        ) from exc
+    pool = AsyncConnectionPool(
+        conninfo,
+        min_size=min_size,
+        max_size=max_size,
+        open=False,
+        kwargs={"autocommit": True, "prepare_threshold": 0, "row_factory": dict_row},
+    )
+    await pool.open(wait=True, timeout=timeout)
+    try:
+        saver = PostgresSaver(pool)  # type: ignore[arg-type]
+        await saver.setup()
+        yield saver
+    finally:
+        await pool.close()
