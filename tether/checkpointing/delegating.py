@@ -1,0 +1,187 @@
+"""A checkpointer that forwards every call to another one.
+
+Layers that change what is stored (encryption) or observe it (the crash
+harness's crash points) subclass :class:`DelegatingSaver` and override only the
+async methods they care about; the sync methods reach them through the inner
+saver's own sync bridge, so there is still one implementation per operation.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import AsyncIterator, Coroutine, Iterator, Mapping, Sequence
+from concurrent.futures import ThreadPoolExecutor
+from typing import Any, TypeVar
+
+from langchain_core.runnables import RunnableConfig
+from langgraph.checkpoint.base import (
+    BaseCheckpointSaver,
+    ChannelVersions,
+    Checkpoint,
+    CheckpointMetadata,
+    CheckpointTuple,
+    DeltaChannelHistory,
+)
+
+__all__ = ["DelegatingSaver", "innermost"]
+
+T = TypeVar("T")
+
+
+def innermost(saver: BaseCheckpointSaver[Any]) -> BaseCheckpointSaver[Any]:
+    """The backend saver beneath any number of delegating layers."""
+    while isinstance(saver, DelegatingSaver):
+        saver = saver.inner
+    return saver
+
+
+class DelegatingSaver(BaseCheckpointSaver[Any]):
+    """Forwards everything to ``inner``; subclasses override the ``a*`` methods they wrap.
+
+    Args:
+        inner: The saver that actually stores checkpoints.
+    """
+
+    def __init__(self, inner: BaseCheckpointSaver[Any]) -> None:
+        super().__init__(serde=inner.serde)
+        self.inner = inner
+
+    @property
+    def config_specs(self) -> list[Any]:
+        return self.inner.config_specs
+
+    @property
+    def loop(self) -> Any:
+        return getattr(self.inner, "loop", None)
+
+    def get_next_version(self, current: Any, channel: None) -> Any:
+        return self.inner.get_next_version(current, channel)
+
+    # -- async: the real implementations --------------------------------
+    async def aget_tuple(self, config: RunnableConfig) -> CheckpointTuple | None:
+        return await self.inner.aget_tuple(config)
+
+    async def alist(
+        self,
+        config: RunnableConfig | None,
+        *,
+        filter: dict[str, Any] | None = None,  # noqa: A002 - LangGraph's parameter name
+        before: RunnableConfig | None = None,
+        limit: int | None = None,
+    ) -> AsyncIterator[CheckpointTuple]:
+        async for item in self.inner.alist(config, filter=filter, before=before, limit=limit):
+            yield item
+
+    async def aput(
+        self,
+        config: RunnableConfig,
+        checkpoint: Checkpoint,
+        metadata: CheckpointMetadata,
+        new_versions: ChannelVersions,
+    ) -> RunnableConfig:
+        return await self.inner.aput(config, checkpoint, metadata, new_versions)
+
+    async def aput_writes(
+        self,
+        config: RunnableConfig,
+        writes: Sequence[tuple[str, Any]],
+        task_id: str,
+        task_path: str = "",
+    ) -> None:
+        await self.inner.aput_writes(config, writes, task_id, task_path)
+
+    async def adelete_thread(self, thread_id: str) -> None:
+        await self.inner.adelete_thread(thread_id)
+
+    async def adelete_for_runs(self, run_ids: Sequence[str]) -> None:
+        await self.inner.adelete_for_runs(run_ids)
+
+    async def acopy_thread(self, source_thread_id: str, target_thread_id: str) -> None:
+        await self.inner.acopy_thread(source_thread_id, target_thread_id)
+
+    async def aprune(self, thread_ids: Sequence[str], *, strategy: str = "keep_latest") -> None:
+        await self.inner.aprune(thread_ids, strategy=strategy)
+
+    async def aget_delta_channel_history(
+        self, *, config: RunnableConfig, channels: Sequence[str]
+    ) -> Mapping[str, DeltaChannelHistory]:
+        # The base implementation walks aget_tuple, so it sees this layer's view.
+        return await BaseCheckpointSaver.aget_delta_channel_history(
+            self, config=config, channels=channels
+        )
+
+    # -- sync: bridged to this layer's own async methods --------------------
+    # Going through the a* methods (not inner's sync ones) keeps a subclass's
+    # transformation on the sync path too.
+    def _call(self, coro: Coroutine[Any, Any, T], name: str) -> T:
+        loop = self.loop
+        if loop is None:
+            # The in-memory saver has no loop; its coroutines never wait on I/O.
+            with ThreadPoolExecutor(max_workers=1) as pool:
+                return pool.submit(asyncio.run, coro).result()
+        try:
+            running = asyncio.get_running_loop()
+        except RuntimeError:
+            running = None
+        if running is loop:
+            coro.close()
+            raise asyncio.InvalidStateError(
+                f"synchronous {type(self).__name__}.{name}() was called from the saver's own "
+                f"event loop, which would deadlock; await a{name}() instead, or use "
+                "tether.open_checkpointer_sync() to get a saver for sync code"
+            )
+        return asyncio.run_coroutine_threadsafe(coro, loop).result()
+
+    def get_tuple(self, config: RunnableConfig) -> CheckpointTuple | None:
+        return self._call(self.aget_tuple(config), "get_tuple")
+
+    def list(
+        self,
+        config: RunnableConfig | None,
+        *,
+        filter: dict[str, Any] | None = None,  # noqa: A002 - LangGraph's parameter name
+        before: RunnableConfig | None = None,
+        limit: int | None = None,
+    ) -> Iterator[CheckpointTuple]:
+        async def collect() -> list[CheckpointTuple]:
+            return [t async for t in self.alist(config, filter=filter, before=before, limit=limit)]
+
+        return iter(self._call(collect(), "list"))
+
+    def put(
+        self,
+        config: RunnableConfig,
+        checkpoint: Checkpoint,
+        metadata: CheckpointMetadata,
+        new_versions: ChannelVersions,
+    ) -> RunnableConfig:
+        return self._call(self.aput(config, checkpoint, metadata, new_versions), "put")
+
+    def put_writes(
+        self,
+        config: RunnableConfig,
+        writes: Sequence[tuple[str, Any]],
+        task_id: str,
+        task_path: str = "",
+    ) -> None:
+        self._call(self.aput_writes(config, writes, task_id, task_path), "put_writes")
+
+    def delete_thread(self, thread_id: str) -> None:
+        self._call(self.adelete_thread(thread_id), "delete_thread")
+
+    def delete_for_runs(self, run_ids: Sequence[str]) -> None:
+        self._call(self.adelete_for_runs(run_ids), "delete_for_runs")
+
+    def copy_thread(self, source_thread_id: str, target_thread_id: str) -> None:
+        self._call(self.acopy_thread(source_thread_id, target_thread_id), "copy_thread")
+
+    def prune(self, thread_ids: Sequence[str], *, strategy: str = "keep_latest") -> None:
+        self._call(self.aprune(thread_ids, strategy=strategy), "prune")
+
+    def get_delta_channel_history(
+        self, *, config: RunnableConfig, channels: Sequence[str]
+    ) -> Mapping[str, DeltaChannelHistory]:
+        return self._call(
+            self.aget_delta_channel_history(config=config, channels=channels),
+            "get_delta_channel_history",
+        )
