@@ -1,0 +1,72 @@
+"""Records for the in-memory checkpointer: plain dicts guarded by a thread lock."""
+
+from __future__ import annotations
+
+import asyncio
+import builtins
+import threading
+from collections.abc import Callable
+
+from tether.store.record import RawRecord
+
+__all__ = ["MemoryDriver"]
+
+
+class MemoryDriver:
+    """Keeps records and step logs in this process; nothing survives it.
+
+    Every method finishes without suspending, so sync callers drive the
+    coroutines directly, from any thread.
+    """
+
+    loop: asyncio.AbstractEventLoop | None = None
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._records: dict[tuple[str, str], RawRecord] = {}
+        self._steps: dict[str, list[str]] = {}
+
+    async def insert(self, raw: RawRecord) -> bool:
+        with self._lock:
+            if (raw.kind, raw.key) in self._records:
+                return False
+            self._records[(raw.kind, raw.key)] = raw
+            return True
+
+    async def upsert(self, raw: RawRecord) -> None:
+        with self._lock:
+            old = self._records.get((raw.kind, raw.key))
+            if old is None:
+                self._records[(raw.kind, raw.key)] = raw
+            else:  # keeps its place in insertion order and its creation time
+                self._records[(raw.kind, raw.key)] = RawRecord(
+                    raw.kind, raw.key, old.thread_id, raw.payload, old.created_at
+                )
+
+    async def get(self, kind: str, key: str) -> RawRecord | None:
+        with self._lock:
+            return self._records.get((kind, key))
+
+    async def list(self, kind: str, thread_id: str | None) -> builtins.list[RawRecord]:
+        with self._lock:
+            return [
+                r
+                for r in self._records.values()
+                if r.kind == kind and (thread_id is None or r.thread_id == thread_id)
+            ]
+
+    async def append_step(self, thread_id: str, encode: Callable[[int], str]) -> int:
+        with self._lock:
+            log = self._steps.setdefault(thread_id, [])
+            log.append(encode(len(log)))
+            return len(log) - 1
+
+    async def steps(self, thread_id: str) -> builtins.list[tuple[int, str]]:
+        with self._lock:
+            return list(enumerate(self._steps.get(thread_id, [])))
+
+    async def delete_thread(self, thread_id: str) -> None:
+        with self._lock:
+            self._steps.pop(thread_id, None)
+            for k in [k for k, r in self._records.items() if r.thread_id == thread_id]:
+                del self._records[k]

@@ -1,0 +1,293 @@
+"""Durable records beside the checkpoints: the :class:`RecordStore` every backend shares.
+
+A record store keeps small JSON documents (recorded model calls, tool intents,
+budgets, version pins, approvals) and an append-only step log per thread, on the
+same backend and connection as the checkpointer. Each backend implements a
+:class:`RecordDriver` that moves opaque text; this module owns everything else:
+JSON encoding, encryption with associated data, and the bridge that lets sync
+code (LangGraph runs sync nodes in worker threads) reach the saver's event loop.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import base64
+import builtins
+import json
+import time
+from collections.abc import Callable, Coroutine
+from dataclasses import dataclass
+from typing import Any, Protocol, TypeVar
+
+from tether.errors import TetherError
+
+__all__ = ["Cipher", "Record", "RecordDriver", "RecordStore", "RecordStoreError", "SyncRecordStore"]
+
+T = TypeVar("T")
+
+# Marks a stored value as ciphertext; plain JSON always starts with "{".
+_ENCRYPTED = "enc1:"
+
+
+class RecordStoreError(TetherError):
+    """A record could not be stored or read back as written."""
+
+
+class Cipher(Protocol):
+    """What the encryption layer offers: authenticated encryption with associated data."""
+
+    def encrypt(self, plaintext: bytes, aad: bytes) -> bytes: ...
+
+    def decrypt(self, blob: bytes, aad: bytes) -> bytes: ...
+
+
+@dataclass(frozen=True)
+class Record:
+    """One stored record.
+
+    Attributes:
+        kind: The record family, e.g. ``"model"`` or ``"budget"``.
+        key: Unique within ``kind``.
+        thread_id: The thread the record belongs to (deleted with it).
+        value: The JSON document.
+        created_at: Unix time of the first write.
+    """
+
+    kind: str
+    key: str
+    thread_id: str
+    value: dict[str, Any]
+    created_at: float
+
+
+@dataclass(frozen=True)
+class RawRecord:
+    """A record as a driver stores it: the value is still encoded text."""
+
+    kind: str
+    key: str
+    thread_id: str
+    payload: str
+    created_at: float
+
+
+class RecordDriver(Protocol):
+    """The storage operations a backend provides; all values are opaque text."""
+
+    loop: asyncio.AbstractEventLoop | None
+
+    async def insert(self, raw: RawRecord) -> bool: ...
+
+    async def upsert(self, raw: RawRecord) -> None: ...
+
+    async def get(self, kind: str, key: str) -> RawRecord | None: ...
+
+    async def list(self, kind: str, thread_id: str | None) -> builtins.list[RawRecord]: ...
+
+    async def append_step(self, thread_id: str, encode: Callable[[int], str]) -> int: ...
+
+    async def steps(self, thread_id: str) -> builtins.list[tuple[int, str]]: ...
+
+    async def delete_thread(self, thread_id: str) -> None: ...
+
+
+def _check_names(kind: str, key: str) -> None:
+    if not isinstance(kind, str) or not kind or ":" in kind or "|" in kind:
+        raise RecordStoreError(
+            f"record kind {kind!r} must be a non-empty str without ':' or '|' "
+            "(use a short identifier such as 'model' or 'budget')"
+        )
+    if not isinstance(key, str) or not key:
+        raise RecordStoreError(f"record key {key!r} must be a non-empty str")
+
+
+class RecordStore:
+    """Records and step logs on a checkpointer's backend (see :func:`tether.store.store_for`).
+
+    Every method is a coroutine; :attr:`sync` offers the same methods for sync code.
+
+    Args:
+        driver: The backend's storage operations.
+        cipher: The encryption layer's cipher, or ``None`` to store plain JSON.
+    """
+
+    def __init__(self, driver: RecordDriver, cipher: Cipher | None = None) -> None:
+        self._driver = driver
+        self._cipher = cipher
+        self.sync = SyncRecordStore(self)
+
+    @property
+    def encrypted(self) -> bool:
+        """Whether values are stored encrypted."""
+        return self._cipher is not None
+
+    # -- encoding -------------------------------------------------------------
+    def _encode(self, value: dict[str, Any], aad: str) -> str:
+        if not isinstance(value, dict):
+            raise RecordStoreError(f"record values must be dicts, got {type(value).__name__}")
+        try:
+            text = json.dumps(value, separators=(",", ":"), allow_nan=False)
+        except (TypeError, ValueError) as exc:
+            raise RecordStoreError(
+                f"record value is not JSON-serializable ({exc}); store only str, numbers, "
+                "bools, None, lists and dicts"
+            ) from exc
+        if self._cipher is None:
+            return text
+        blob = self._cipher.encrypt(text.encode(), aad.encode())
+        return _ENCRYPTED + base64.b64encode(blob).decode("ascii")
+
+    def _decode(self, payload: str, aad: str) -> dict[str, Any]:
+        if payload.startswith(_ENCRYPTED):
+            if self._cipher is None:
+                raise RecordStoreError(
+                    f"record {aad!r} is encrypted but the checkpointer was opened without "
+                    "encryption; open it with the same encryption key"
+                )
+            text = self._cipher.decrypt(base64.b64decode(payload[len(_ENCRYPTED) :]), aad.encode())
+            value: dict[str, Any] = json.loads(text)
+            return value
+        if self._cipher is not None:
+            raise RecordStoreError(
+                f"record {aad!r} is stored in plaintext but encryption is on; refusing to "
+                "trust an unauthenticated value (it may have been written by hand)"
+            )
+        plain: dict[str, Any] = json.loads(payload)
+        return plain
+
+    def _record(self, raw: RawRecord) -> Record:
+        aad = f"{raw.thread_id}|{raw.kind}|{raw.key}"
+        return Record(
+            raw.kind, raw.key, raw.thread_id, self._decode(raw.payload, aad), raw.created_at
+        )
+
+    # -- loop bridging ----------------------------------------------------------
+    async def _call(self, coro: Coroutine[Any, Any, T]) -> T:
+        """Run ``coro`` on the backend's loop, hopping there if we are on another one."""
+        loop = self._driver.loop
+        if loop is None or loop is asyncio.get_running_loop():
+            return await coro
+        return await asyncio.wrap_future(asyncio.run_coroutine_threadsafe(coro, loop))
+
+    def _run_sync(self, coro: Coroutine[Any, Any, T], name: str) -> T:
+        loop = self._driver.loop
+        if loop is None:
+            return _run_inline(coro)
+        try:
+            running = asyncio.get_running_loop()
+        except RuntimeError:
+            running = None
+        if running is loop:
+            coro.close()
+            raise asyncio.InvalidStateError(
+                f"RecordStore.sync.{name}() was called from the checkpointer's own event loop, "
+                f"which would deadlock; await RecordStore.{name}() instead"
+            )
+        return asyncio.run_coroutine_threadsafe(coro, loop).result()
+
+    # -- the API ------------------------------------------------------------------
+    async def insert(self, kind: str, key: str, value: dict[str, Any], *, thread_id: str) -> bool:
+        """Store ``value`` under ``(kind, key)`` unless a record is already there.
+
+        Returns:
+            ``True`` if this call inserted the record, ``False`` if one existed.
+        """
+        _check_names(kind, key)
+        raw = RawRecord(
+            kind, key, str(thread_id), self._encode(value, f"{thread_id}|{kind}|{key}"), time.time()
+        )
+        return await self._call(self._driver.insert(raw))
+
+    async def upsert(self, kind: str, key: str, value: dict[str, Any], *, thread_id: str) -> None:
+        """Store ``value`` under ``(kind, key)``, replacing any earlier value."""
+        _check_names(kind, key)
+        raw = RawRecord(
+            kind, key, str(thread_id), self._encode(value, f"{thread_id}|{kind}|{key}"), time.time()
+        )
+        await self._call(self._driver.upsert(raw))
+
+    async def get(self, kind: str, key: str) -> Record | None:
+        """The record under ``(kind, key)``, or ``None``."""
+        _check_names(kind, key)
+        raw = await self._call(self._driver.get(kind, key))
+        return None if raw is None else self._record(raw)
+
+    async def list(self, kind: str, *, thread_id: str | None = None) -> builtins.list[Record]:
+        """Every record of ``kind`` (of one thread, if given), in insertion order."""
+        _check_names(kind, "-")
+        raws = await self._call(
+            self._driver.list(kind, None if thread_id is None else str(thread_id))
+        )
+        return [self._record(raw) for raw in raws]
+
+    async def append_step(self, thread_id: str, step: dict[str, Any]) -> int:
+        """Append ``step`` to the thread's step log.
+
+        Returns:
+            The step's 0-based index, assigned atomically.
+        """
+        thread = str(thread_id)
+        self._encode(step, "")  # fail on bad input before an index is taken
+
+        def encode(index: int) -> str:
+            return self._encode(step, f"{thread}|step|{index}")
+
+        return await self._call(self._driver.append_step(thread, encode))
+
+    async def steps(self, thread_id: str) -> builtins.list[dict[str, Any]]:
+        """The thread's step log, oldest first."""
+        thread = str(thread_id)
+        rows = await self._call(self._driver.steps(thread))
+        return [self._decode(payload, f"{thread}|step|{index}") for index, payload in rows]
+
+    async def delete_thread(self, thread_id: str) -> None:
+        """Delete every record and step of the thread."""
+        await self._call(self._driver.delete_thread(str(thread_id)))
+
+
+class SyncRecordStore:
+    """The same operations as :class:`RecordStore`, for sync code (e.g. sync graph nodes)."""
+
+    def __init__(self, store: RecordStore) -> None:
+        self._store = store
+
+    def insert(self, kind: str, key: str, value: dict[str, Any], *, thread_id: str) -> bool:
+        """See :meth:`RecordStore.insert`."""
+        return self._store._run_sync(
+            self._store.insert(kind, key, value, thread_id=thread_id), "insert"
+        )
+
+    def upsert(self, kind: str, key: str, value: dict[str, Any], *, thread_id: str) -> None:
+        """See :meth:`RecordStore.upsert`."""
+        self._store._run_sync(self._store.upsert(kind, key, value, thread_id=thread_id), "upsert")
+
+    def get(self, kind: str, key: str) -> Record | None:
+        """See :meth:`RecordStore.get`."""
+        return self._store._run_sync(self._store.get(kind, key), "get")
+
+    def list(self, kind: str, *, thread_id: str | None = None) -> builtins.list[Record]:
+        """See :meth:`RecordStore.list`."""
+        return self._store._run_sync(self._store.list(kind, thread_id=thread_id), "list")
+
+    def append_step(self, thread_id: str, step: dict[str, Any]) -> int:
+        """See :meth:`RecordStore.append_step`."""
+        return self._store._run_sync(self._store.append_step(thread_id, step), "append_step")
+
+    def steps(self, thread_id: str) -> builtins.list[dict[str, Any]]:
+        """See :meth:`RecordStore.steps`."""
+        return self._store._run_sync(self._store.steps(thread_id), "steps")
+
+    def delete_thread(self, thread_id: str) -> None:
+        """See :meth:`RecordStore.delete_thread`."""
+        self._store._run_sync(self._store.delete_thread(thread_id), "delete_thread")
+
+
+def _run_inline(coro: Coroutine[Any, Any, T]) -> T:
+    """Drive a coroutine that never suspends (the in-memory driver) to completion."""
+    try:
+        coro.send(None)
+    except StopIteration as done:
+        result: T = done.value
+        return result
+    coro.close()
+    raise RuntimeError("in-memory record store operation unexpectedly suspended")
