@@ -41,13 +41,15 @@ async def test_values_and_steps_are_stored_encrypted(backend: Backend) -> None:
     async with backend.open() as saver:
         layered = EncryptingLayer(saver, AesGcmTestCipher())
         store = store_for(layered)
-        assert store.encrypted and not store_for(saver).encrypted
+        assert store.encrypted
+        assert not store_for(saver).encrypted
         await store.insert("model", "k", {"secret": "card 4242"}, thread_id="t")
         await store.append_step("t", {"secret": "step text"})
         assert (await store.get("model", "k")).value == {"secret": "card 4242"}  # type: ignore[union-attr]
         assert await store.steps("t") == [{"secret": "step text"}]
         raw = await store._driver.get("model", "k")
-        assert raw is not None and "card" not in raw.payload
+        assert raw is not None
+        assert "card" not in raw.payload
         assert raw.payload.startswith("enc1:")
         # The plain view of the same backend refuses ciphertext instead of guessing.
         with pytest.raises(RecordStoreError, match="opened without encryption"):

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import asyncio
-import threading
 
 import pytest
 
@@ -19,7 +18,11 @@ async def test_insert_is_put_if_absent(backend: Backend) -> None:
         record = await store.get("model", "k1")
         assert isinstance(record, Record)
         assert (record.kind, record.key, record.thread_id, record.value) == (
-            "model", "k1", "t1", {"n": 1})
+            "model",
+            "k1",
+            "t1",
+            {"n": 1},
+        )
         assert record.created_at > 0
         assert await store.get("model", "missing") is None
 
@@ -28,11 +31,13 @@ async def test_concurrent_insert_of_one_key_has_one_winner(backend: Backend) -> 
     async with backend.open() as saver:
         store = store_for(saver)
         results = await asyncio.gather(
-            *(store.insert("intent", "same", {"by": i}, thread_id="t") for i in range(12)))
+            *(store.insert("intent", "same", {"by": i}, thread_id="t") for i in range(12))
+        )
         assert sorted(results) == [False] * 11 + [True]
         winner = results.index(True)
         record = await store.get("intent", "same")
-        assert record is not None and record.value == {"by": winner}
+        assert record is not None
+        assert record.value == {"by": winner}
 
 
 async def test_upsert_replaces_value_and_keeps_order(backend: Backend) -> None:
@@ -59,8 +64,7 @@ async def test_list_filters_by_thread_in_insertion_order(backend: Backend) -> No
 async def test_step_log_assigns_indexes_atomically(backend: Backend) -> None:
     async with backend.open() as saver:
         store = store_for(saver)
-        indexes = await asyncio.gather(
-            *(store.append_step("t", {"n": i}) for i in range(10)))
+        indexes = await asyncio.gather(*(store.append_step("t", {"n": i}) for i in range(10)))
         assert sorted(indexes) == list(range(10))
         steps = await store.steps("t")
         assert len(steps) == 10
@@ -125,14 +129,14 @@ async def test_sync_view_from_a_worker_thread(backend: Backend) -> None:
             store.sync.delete_thread("t")
             out["after"] = store.sync.list("tool")
 
-        thread = threading.Thread(target=work)
-        thread.start()
-        while thread.is_alive():  # keep the saver's loop free to serve the thread
-            await asyncio.sleep(0.01)
-        assert out["first"] is True and out["second"] is False
+        # Run the sync calls in a worker thread while this loop stays free to serve them.
+        await asyncio.to_thread(work)
+        assert out["first"] is True
+        assert out["second"] is False
         assert out["index"] == 0
         got = out["got"]
-        assert isinstance(got, Record) and got.value == {"v": 1}
+        assert isinstance(got, Record)
+        assert got.value == {"v": 1}
         assert [r.key for r in out["list"]] == ["k", "k2"]  # type: ignore[attr-defined]
         assert out["steps"] == [{"s": 1}]
         assert out["after"] == []
@@ -140,5 +144,5 @@ async def test_sync_view_from_a_worker_thread(backend: Backend) -> None:
 
 async def test_sync_view_on_the_savers_own_loop_fails_clearly(durable_backend: Backend) -> None:
     async with durable_backend.open() as saver:
-        with pytest.raises(asyncio.InvalidStateError, match="await RecordStore.get"):
+        with pytest.raises(asyncio.InvalidStateError, match=r"await RecordStore\.get"):
             store_for(saver).sync.get("model", "k")
