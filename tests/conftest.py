@@ -49,3 +49,17 @@ def durable_backend(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[
     urls = request.getfixturevalue("servers") if name in {"postgres", "redis"} else {}
     with fresh_backend(name, urls, tmp_path) as b:
         yield b
+
+
+def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter) -> None:
+    """Print the per-backend conformance summary at the end of the run."""
+    if os.environ.get("PYTEST_XDIST_WORKER"):
+        return
+    from tests.checkpointing.test_conformance import summary_dir
+
+    factory = terminalreporter.config._tmp_path_factory  # type: ignore[attr-defined]
+    lines = sorted(p.read_text() for p in summary_dir(factory).iterdir())
+    if lines:
+        terminalreporter.section("LangGraph checkpoint conformance (official suite)")
+        for line in lines:
+            terminalreporter.write_line(line)

@@ -21,7 +21,8 @@ __all__ = ["SyncBridge"]
 class SyncBridge:
     """Mixin giving an async saver sync twins of tether's extra capabilities."""
 
-    loop: asyncio.AbstractEventLoop | None
+    # Set by the upstream async saver (at construction or in asetup()).
+    loop: Any
 
     def _run_sync(self, coro: Coroutine[Any, Any, T], name: str) -> T:
         loop = self.loop
@@ -48,9 +49,7 @@ class SyncBridge:
         return self._run_sync(self.adelete_for_runs(run_ids), "delete_for_runs")
 
     def copy_thread(self, source_thread_id: str, target_thread_id: str) -> None:
-        return self._run_sync(
-            self.acopy_thread(source_thread_id, target_thread_id), "copy_thread"
-        )
+        return self._run_sync(self.acopy_thread(source_thread_id, target_thread_id), "copy_thread")
 
     def prune(self, thread_ids: Sequence[str], *, strategy: str = "keep_latest") -> None:
         return self._run_sync(self.aprune(thread_ids, strategy=strategy), "prune")

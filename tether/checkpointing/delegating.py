@@ -65,7 +65,7 @@ class DelegatingSaver(BaseCheckpointSaver[Any]):
         self,
         config: RunnableConfig | None,
         *,
-        filter: dict[str, Any] | None = None,  # noqa: A002 - LangGraph's parameter name
+        filter: dict[str, Any] | None = None,
         before: RunnableConfig | None = None,
         limit: int | None = None,
     ) -> AsyncIterator[CheckpointTuple]:
@@ -139,7 +139,7 @@ class DelegatingSaver(BaseCheckpointSaver[Any]):
         self,
         config: RunnableConfig | None,
         *,
-        filter: dict[str, Any] | None = None,  # noqa: A002 - LangGraph's parameter name
+        filter: dict[str, Any] | None = None,
         before: RunnableConfig | None = None,
         limit: int | None = None,
     ) -> Iterator[CheckpointTuple]:

@@ -92,5 +92,4 @@ async def open_memory(url: CheckpointerURL, **options: Any) -> AsyncIterator[Mem
         raise ConfigurationError(
             f"unknown option(s) for memory: {', '.join(sorted(options))}; it accepts none"
         )
-    with MemorySaver() as saver:
-        yield saver
+    yield MemorySaver()

@@ -3,6 +3,7 @@ it lacks (``delete_for_runs`` and ``copy_thread``)."""
 
 from __future__ import annotations
 
+import math
 from collections.abc import AsyncIterator, Sequence
 from contextlib import asynccontextmanager
 from typing import Any
@@ -67,8 +68,7 @@ class PostgresSaver(SyncBridge, AsyncPostgresSaver):
             return
         async with self._cursor() as cur, cur.connection.transaction():
             await cur.execute(
-                "DELETE FROM checkpoints WHERE metadata ->> 'run_id' = ANY(%s) "
-                "RETURNING thread_id",
+                "DELETE FROM checkpoints WHERE metadata ->> 'run_id' = ANY(%s) RETURNING thread_id",
                 (ids,),
             )
             threads = sorted({row["thread_id"] for row in await cur.fetchall()})
@@ -91,8 +91,11 @@ def _pool_options(options: dict[str, Any]) -> tuple[int, int, float]:
             f"unknown option(s) for postgres: {', '.join(sorted(unknown))}; "
             f"accepted: {', '.join(sorted(_OPTIONS))}"
         )
-    return (int(options.get("min_size", 1)), int(options.get("max_size", 10)),
-            float(options.get("connect_timeout", 5)))
+    return (
+        int(options.get("min_size", 1)),
+        int(options.get("max_size", 10)),
+        float(options.get("connect_timeout", 5)),
+    )
 
 
 @asynccontextmanager
@@ -109,7 +112,9 @@ async def open_postgres(url: CheckpointerURL, **options: Any) -> AsyncIterator[P
     try:
         # One direct connection first: it fails fast with the server's own reason,
         # where a pool would only time out.
-        probe = await psycopg.AsyncConnection.connect(conninfo, connect_timeout=timeout)
+        probe = await psycopg.AsyncConnection.connect(
+            conninfo, connect_timeout=max(1, math.ceil(timeout))
+        )
         await probe.close()
     except psycopg.OperationalError as exc:
         raise BackendUnavailableError(

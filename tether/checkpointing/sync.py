@@ -29,8 +29,7 @@ class _LoopThread:
 
     def __init__(self) -> None:
         self.loop = asyncio.new_event_loop()
-        self._thread = threading.Thread(target=self._run, name="tether-checkpointer",
-                                        daemon=True)
+        self._thread = threading.Thread(target=self._run, name="tether-checkpointer", daemon=True)
         self._thread.start()
 
     def _run(self) -> None:

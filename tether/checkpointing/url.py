@@ -21,8 +21,7 @@ SCHEMES: dict[str, str] = {
 }
 
 _EXAMPLES = (
-    "memory://, sqlite:///path/to/file.db, postgresql://user@host:5432/db, "
-    "redis://host:6379"
+    "memory://, sqlite:///path/to/file.db, postgresql://user@host:5432/db, redis://host:6379"
 )
 
 
@@ -96,8 +95,13 @@ def parse_url(url: str) -> CheckpointerURL:
         )
     host = parts.hostname if backend in {"postgres", "redis"} else None
     default_port = {"postgres": 5432, "redis": 6379}.get(backend)
-    return CheckpointerURL(url=url, backend=backend, host=host,
-                           port=port or (default_port if host else None), path=path)
+    return CheckpointerURL(
+        url=url,
+        backend=backend,
+        host=host,
+        port=port or (default_port if host else None),
+        path=path,
+    )
 
 
 def _sqlite_path(url: str, netloc: str, path: str) -> str:

@@ -34,6 +34,7 @@ import time
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 __all__ = [
     "ServiceError",
@@ -71,8 +72,10 @@ def _wait_for_port(port: int, proc: subprocess.Popen[bytes], log: Path, name: st
         with contextlib.suppress(OSError), socket.create_connection(("127.0.0.1", port), 0.2):
             return
         time.sleep(0.05)
-    raise ServiceError(f"{name} did not listen on 127.0.0.1:{port} within "
-                       f"{_START_TIMEOUT_S:.0f}s; log ({log}):\n{_tail(log)}")
+    raise ServiceError(
+        f"{name} did not listen on 127.0.0.1:{port} within "
+        f"{_START_TIMEOUT_S:.0f}s; log ({log}):\n{_tail(log)}"
+    )
 
 
 def _tail(path: Path, lines: int = 20) -> str:
@@ -90,7 +93,7 @@ def _make_traversable(path: Path) -> None:
             parent.chmod(mode | stat.S_IXOTH | stat.S_IROTH)
 
 
-def _as_user(user: str | None) -> dict[str, object]:
+def _as_user(user: str | None) -> dict[str, Any]:
     """Popen arguments that drop to ``user`` (uid, gid and no extra groups)."""
     if user is None:
         return {}
@@ -165,18 +168,45 @@ class Services:
             _make_traversable(bin_dir)
             _make_traversable(data.parent)
             os.chown(data.parent, entry.pw_uid, entry.pw_gid)
-        initdb = [str(bin_dir / "initdb"), "-D", str(data), "--auth=trust", "-U", "postgres",
-                  "-E", "utf8", "--no-sync", "--no-instructions"]
+        initdb = [
+            str(bin_dir / "initdb"),
+            "-D",
+            str(data),
+            "--auth=trust",
+            "-U",
+            "postgres",
+            "-E",
+            "utf8",
+            "--no-sync",
+            "--no-instructions",
+        ]
         done = subprocess.run(initdb, capture_output=True, check=False, **_as_user(user))
         if done.returncode != 0:
-            raise ServiceError(f"initdb failed ({done.returncode}):\n"
-                               f"{done.stderr.decode(errors='replace')}")
+            raise ServiceError(
+                f"initdb failed ({done.returncode}):\n{done.stderr.decode(errors='replace')}"
+            )
         port = free_port()
         # Durability settings are for throwaway test data only: nothing here
         # survives the run, so fsync buys nothing but time.
-        cmd = [str(bin_dir / "postgres"), "-D", str(data), "-h", "127.0.0.1", "-p", str(port),
-               "-k", str(data.parent), "-c", "fsync=off", "-c", "synchronous_commit=off",
-               "-c", "full_page_writes=off", "-c", "max_connections=300"]
+        cmd = [
+            str(bin_dir / "postgres"),
+            "-D",
+            str(data),
+            "-h",
+            "127.0.0.1",
+            "-p",
+            str(port),
+            "-k",
+            str(data.parent),
+            "-c",
+            "fsync=off",
+            "-c",
+            "synchronous_commit=off",
+            "-c",
+            "full_page_writes=off",
+            "-c",
+            "max_connections=300",
+        ]
         proc = self._spawn("postgres", cmd, log, user=user)
         _wait_for_port(port, proc, log, "postgres")
         url = f"postgresql://postgres@127.0.0.1:{port}/postgres"
@@ -194,8 +224,11 @@ class Services:
         try:
             pwd.getpwnam(POSTGRES_OS_USER)
         except KeyError:
-            subprocess.run(["useradd", "--system", "--no-create-home", POSTGRES_OS_USER],
-                           check=True, capture_output=True)
+            subprocess.run(
+                ["useradd", "--system", "--no-create-home", POSTGRES_OS_USER],
+                check=True,
+                capture_output=True,
+            )
         return POSTGRES_OS_USER
 
     @staticmethod
@@ -208,9 +241,11 @@ class Services:
                 with psycopg.connect(url, connect_timeout=2) as conn:
                     conn.execute("SELECT 1")
                 return
-            except psycopg.OperationalError:
+            except psycopg.OperationalError as exc:
                 if proc.poll() is not None or time.monotonic() > deadline:
-                    raise ServiceError(f"postgres is not accepting connections:\n{_tail(log)}")
+                    raise ServiceError(
+                        f"postgres is not accepting connections:\n{_tail(log)}"
+                    ) from exc
                 time.sleep(0.1)
 
     # -- Redis ------------------------------------------------------------
@@ -228,8 +263,19 @@ class Services:
         workdir = self.root / name
         workdir.mkdir(parents=True, exist_ok=True)
         port = free_port()
-        cmd = [str(server), "--port", str(port), "--bind", "127.0.0.1", "--save", "",
-               "--appendonly", "no", "--dir", str(workdir)]
+        cmd = [
+            str(server),
+            "--port",
+            str(port),
+            "--bind",
+            "127.0.0.1",
+            "--save",
+            "",
+            "--appendonly",
+            "no",
+            "--dir",
+            str(workdir),
+        ]
         if modules:
             for module in ("redisearch.so", "rejson.so"):
                 path = module_dir / module
@@ -243,12 +289,18 @@ class Services:
         return url
 
     # -- lifecycle --------------------------------------------------------
-    def _spawn(self, name: str, cmd: list[str], log: Path,
-               user: str | None = None) -> subprocess.Popen[bytes]:
+    def _spawn(
+        self, name: str, cmd: list[str], log: Path, user: str | None = None
+    ) -> subprocess.Popen[bytes]:
         with log.open("ab") as out:
-            proc = subprocess.Popen(cmd, stdout=out, stderr=subprocess.STDOUT,
-                                    stdin=subprocess.DEVNULL, start_new_session=True,
-                                    **_as_user(user))
+            proc = subprocess.Popen(
+                cmd,
+                stdout=out,
+                stderr=subprocess.STDOUT,
+                stdin=subprocess.DEVNULL,
+                start_new_session=True,
+                **_as_user(user),
+            )
         self._procs.append((name, proc))
         return proc
 
@@ -290,11 +342,14 @@ def running_services() -> Iterator[Services]:
 
 
 def _main(argv: list[str]) -> int:
-    usage = ("usage: python -m tether.testing.services up\n"
-             "       python -m tether.testing.services run -- COMMAND [ARG ...]")
+    usage = (
+        "usage: python -m tether.testing.services up\n"
+        "       python -m tether.testing.services run -- COMMAND [ARG ...]"
+    )
     if not argv or argv[0] not in {"up", "run"}:
         print(usage, file=sys.stderr)
         return 2
+
     # Turn SIGTERM into an exception so the finally blocks stop the servers.
     def _raise(signum: int, _frame: object) -> None:
         raise KeyboardInterrupt

@@ -1,0 +1,21 @@
+"""Servers for benchmarks: reuse the test command's, or start throwaway ones."""
+
+from __future__ import annotations
+
+import contextlib
+import os
+from collections.abc import Iterator
+
+from tether.testing.services import ENV_POSTGRES, ENV_REDIS, Services
+
+
+@contextlib.contextmanager
+def bench_servers() -> Iterator[dict[str, str]]:
+    """URLs for postgres and redis, started here unless the environment names them."""
+    if os.environ.get(ENV_POSTGRES) and os.environ.get(ENV_REDIS):
+        yield {"postgres": os.environ[ENV_POSTGRES], "redis": os.environ[ENV_REDIS]}
+        return
+    with Services() as services:
+        services.start_postgres()
+        services.start_redis()
+        yield dict(services.urls)

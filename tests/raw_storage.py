@@ -1,0 +1,88 @@
+"""Read a backend's raw storage, bypassing tether and LangGraph, to check what is really stored."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from langgraph.checkpoint.base import BaseCheckpointSaver
+
+from tests.backends import Backend
+from tether.checkpointing.delegating import innermost
+
+
+async def raw_dump(backend: Backend, saver: BaseCheckpointSaver[Any]) -> list[str]:
+    """Every stored row or key of this test's backend, each rendered as text."""
+    inner = innermost(saver)
+    if backend.name == "memory":
+        stores = (inner.storage, inner.writes, inner.blobs)  # type: ignore[attr-defined]
+        return [f"{k!r}={v!r}" for store in stores for k, v in _flatten(store)]
+    if backend.name == "sqlite":
+        return await _sqlite_rows(inner)
+    if backend.name == "postgres":
+        return await _postgres_rows(backend.url)
+    if backend.name == "redis":
+        return await _redis_keys(backend)
+    raise ValueError(backend.name)
+
+
+def _flatten(store: dict[Any, Any]) -> list[tuple[Any, Any]]:
+    out: list[tuple[Any, Any]] = []
+    for key, value in store.items():
+        if isinstance(value, dict) and value:
+            out.extend(((key, k), v) for k, v in _flatten(value))
+        elif not (isinstance(value, dict) and not value):
+            out.append((key, value))
+    return out
+
+
+async def _sqlite_rows(saver: Any) -> list[str]:
+    rows: list[str] = []
+    async with saver.conn.execute("SELECT name FROM sqlite_master WHERE type='table'") as cur:
+        tables = [r[0] for r in await cur.fetchall()]
+    for table in tables:
+        async with saver.conn.execute(f'SELECT * FROM "{table}"') as cur:
+            rows += [f"{table}: {row!r}" for row in await cur.fetchall()]
+    return rows
+
+
+async def _postgres_rows(url: str) -> list[str]:
+    import psycopg
+
+    rows: list[str] = []
+    async with await psycopg.AsyncConnection.connect(url, autocommit=True) as conn:
+        cur = await conn.execute("SELECT tablename FROM pg_tables WHERE schemaname = 'public'")
+        for (table,) in await cur.fetchall():
+            cur = await conn.execute(f'SELECT t::text FROM "{table}" t')
+            rows += [f"{table}: {r[0]}" for r in await cur.fetchall()]
+    return rows
+
+
+async def _redis_keys(backend: Backend) -> list[str]:
+    from redis.asyncio import Redis
+
+    client = Redis.from_url(backend.url)
+    rows: list[str] = []
+    try:
+        async for key in client.scan_iter(match=f"{backend.key_prefix}*", count=1000):
+            rows.append(f"{key.decode()}: {await _redis_value(client, key)!r}")
+    finally:
+        await client.aclose()
+    return rows
+
+
+_REDIS_READERS = {
+    "string": lambda c, k: c.get(k),
+    "hash": lambda c, k: c.hgetall(k),
+    "list": lambda c, k: c.lrange(k, 0, -1),
+    "set": lambda c, k: c.smembers(k),
+    "zset": lambda c, k: c.zrange(k, 0, -1, withscores=True),
+    "ReJSON-RL": lambda c, k: c.execute_command("JSON.GET", k),
+}
+
+
+async def _redis_value(client: Any, key: bytes) -> Any:
+    kind = (await client.type(key)).decode()
+    reader = _REDIS_READERS.get(kind)
+    if reader is None:
+        return f"<{kind}>"
+    return await reader(client, key)
