@@ -9,7 +9,9 @@ from typing import Any, Protocol
 
 from langgraph.checkpoint.base import BaseCheckpointSaver
 
+from tether.checkpointing.encryption import KeyRing, MissingKeyError
 from tether.checkpointing.url import CheckpointerURL, parse_url
+from tether.errors import ConfigurationError
 
 __all__ = ["open_checkpointer"]
 
@@ -28,6 +30,26 @@ def _backend_opener(backend: str) -> _Opener:
     return opener
 
 
+def _key_ring(encryption: KeyRing | bool | None) -> KeyRing | None:
+    """The ring to encrypt with: the argument, else the environment, else none."""
+    if isinstance(encryption, KeyRing):
+        return encryption
+    if encryption is None or encryption is True:
+        ring = KeyRing.from_env()
+        if ring is None and encryption is True:
+            raise MissingKeyError(
+                "encryption=True but no key is configured: set TETHER_ENCRYPTION_KEYS "
+                "('<id>:<base64 32-byte key>', see `tether keys generate`) or pass "
+                "encryption=KeyRing(...)"
+            )
+        return ring
+    if encryption is False:
+        return None
+    raise ConfigurationError(
+        f"encryption must be a KeyRing, True, False or None, not {type(encryption).__name__}"
+    )
+
+
 @asynccontextmanager
 async def open_checkpointer(url: str, **options: Any) -> AsyncIterator[BaseCheckpointSaver[Any]]:
     """Open the checkpointer ``url`` names, run its ``setup()``, and close it on exit.
@@ -38,18 +60,37 @@ async def open_checkpointer(url: str, **options: Any) -> AsyncIterator[BaseCheck
             ``redis://host:6379`` (or ``rediss://``).
         **options: Backend options: for postgres ``min_size``, ``max_size`` and
             ``connect_timeout``; for redis ``key_prefix``, ``ttl`` and
-            ``connect_timeout``.
+            ``connect_timeout``. For every backend: ``encryption`` (a
+            :class:`~tether.checkpointing.encryption.KeyRing`; ``True`` to
+            require the keys from the environment; ``False`` to turn encryption
+            off even when ``TETHER_ENCRYPTION_KEYS`` is set; by default the
+            environment decides) and ``searchable_metadata`` (metadata keys to
+            keep in clear for ``list(filter=...)``).
 
     Yields:
         A set-up ``BaseCheckpointSaver`` with every capability of LangGraph's
-        conformance suite (``delete_for_runs``, ``copy_thread``, ``prune``).
+        conformance suite (``delete_for_runs``, ``copy_thread``, ``prune``);
+        an :class:`~tether.checkpointing.encrypted.EncryptedSaver` around it
+        when encryption is on.
 
     Raises:
         ConfigurationError: The URL or an option is malformed or unknown.
         MissingDependencyError: The backend's extra is not installed.
         BackendUnavailableError: The server cannot be reached or lacks a module.
     """
+    ring = _key_ring(options.pop("encryption", None))
+    searchable = tuple(options.pop("searchable_metadata", ()))
+    if searchable and ring is None:
+        raise ConfigurationError(
+            "searchable_metadata only applies with encryption on; set TETHER_ENCRYPTION_KEYS "
+            "or pass encryption=KeyRing(...)"
+        )
     parsed = parse_url(url)
     opener = _backend_opener(parsed.backend)
     async with opener(parsed, **options) as saver:
-        yield saver
+        if ring is None:
+            yield saver
+        else:
+            from tether.checkpointing.encrypted import EncryptedSaver
+
+            yield EncryptedSaver(saver, ring, searchable_metadata=searchable)

@@ -1,0 +1,280 @@
+"""The encryption layer: state is sealed before any backend sees it.
+
+:class:`EncryptedSaver` wraps any saver. Every channel value, every pending
+write and every metadata key LangGraph does not filter on becomes an AES-256-GCM
+envelope (``bytes``) that the backend stores like any other bytes value: a blob
+row in PostgreSQL (never inline JSONB), a msgpack field in SQLite, base64 in
+RedisJSON. Values are serialized with the backend's own serde first.
+
+Associated data binds each envelope to where it lives, so a ciphertext moved to
+another thread, namespace, checkpoint, task or channel fails to decrypt:
+
+* channel value: thread, namespace, channel, channel version (a blob is shared
+  by every checkpoint that has that version, so not the checkpoint id);
+* pending write: thread, namespace, checkpoint id, task id, channel;
+* sealed metadata: thread, namespace, checkpoint id.
+"""
+
+from __future__ import annotations
+
+import base64
+from collections.abc import AsyncIterator, Iterable, Sequence
+from typing import Any
+
+from langchain_core.runnables import RunnableConfig
+from langgraph.checkpoint.base import (
+    BaseCheckpointSaver,
+    ChannelVersions,
+    Checkpoint,
+    CheckpointMetadata,
+    CheckpointTuple,
+    get_checkpoint_metadata,
+)
+
+from tether.checkpointing.delegating import DelegatingSaver
+from tether.checkpointing.encryption import KeyRing, PlaintextRefusedError, aad
+
+__all__ = [
+    "CLEAR_METADATA_KEYS",
+    "SEALED_METADATA_KEY",
+    "EncryptedSaver",
+    "channel_aad",
+    "metadata_aad",
+    "write_aad",
+]
+
+SEALED_METADATA_KEY = "__tether_sealed__"
+"""The metadata key holding the encrypted remainder of a checkpoint's metadata."""
+CLEAR_METADATA_KEYS = frozenset({"source", "step", "parents", "run_id"})
+"""Metadata LangGraph and the backends filter or delete on; stored in clear."""
+
+
+def channel_aad(thread_id: str, ns: str, channel: str, version: Any) -> bytes:
+    """Associated data of a channel value at one channel version."""
+    return aad("channel", str(thread_id), ns, channel, "" if version is None else str(version))
+
+
+def write_aad(thread_id: str, ns: str, checkpoint_id: str, task_id: str, channel: str) -> bytes:
+    """Associated data of a pending write."""
+    return aad("write", str(thread_id), ns, checkpoint_id, task_id, channel)
+
+
+def metadata_aad(thread_id: str, ns: str, checkpoint_id: str) -> bytes:
+    """Associated data of a checkpoint's sealed metadata."""
+    return aad("metadata", str(thread_id), ns, checkpoint_id)
+
+
+def _where(thread_id: str, ns: str, **parts: str) -> str:
+    extra = "".join(f", {k.replace('_', ' ')} {v!r}" for k, v in parts.items())
+    return f"thread {thread_id!r}, namespace {ns!r}{extra}"
+
+
+class EncryptedSaver(DelegatingSaver):
+    """Encrypts channel values, pending writes and metadata for any backend.
+
+    Args:
+        inner: The saver that stores the envelopes.
+        encryption: The key ring (also exposed as ``.encryption`` for other
+            packages' records; see :mod:`tether.checkpointing.encryption`).
+        searchable_metadata: Custom metadata keys to keep in clear so that
+            ``list(filter=...)`` can use the backend's index for them.
+    """
+
+    def __init__(
+        self,
+        inner: BaseCheckpointSaver[Any],
+        encryption: KeyRing,
+        *,
+        searchable_metadata: Iterable[str] = (),
+    ) -> None:
+        super().__init__(inner)
+        self.encryption = encryption
+        self.clear_metadata_keys = CLEAR_METADATA_KEYS | frozenset(searchable_metadata)
+        if SEALED_METADATA_KEY in self.clear_metadata_keys:
+            raise ValueError(f"{SEALED_METADATA_KEY!r} is reserved")
+
+    # -- values ------------------------------------------------------------
+    def _seal(self, value: Any, data: bytes) -> bytes:
+        type_, payload = self.serde.dumps_typed(value)
+        raw = type_.encode()
+        return self.encryption.encrypt(bytes([len(raw)]) + raw + payload, data)
+
+    def _open(self, value: Any, data: bytes, where: str) -> Any:
+        if not self.encryption.is_envelope(value):
+            if self.encryption.allow_plaintext:
+                return value
+            raise PlaintextRefusedError(
+                f"value ({where}) is stored in clear but encryption is on; refusing it. "
+                "To migrate an unencrypted store, open it with "
+                "KeyRing(..., allow_plaintext=True) or TETHER_ENCRYPTION_ALLOW_PLAINTEXT=1, "
+                "then run `tether keys rotate`"
+            )
+        plain = self.encryption.decrypt(value, data, where)
+        end = 1 + plain[0]
+        return self.serde.loads_typed((plain[1:end].decode(), plain[end:]))
+
+    # -- checkpoints -------------------------------------------------------
+    def _seal_checkpoint(self, thread_id: str, ns: str, checkpoint: Checkpoint) -> Checkpoint:
+        versions = checkpoint["channel_versions"]
+        sealed = checkpoint.copy()
+        sealed["channel_values"] = {
+            ch: self._seal(v, channel_aad(thread_id, ns, ch, versions.get(ch)))
+            for ch, v in checkpoint["channel_values"].items()
+        }
+        return sealed
+
+    def _seal_metadata(
+        self, thread_id: str, ns: str, checkpoint_id: str, metadata: CheckpointMetadata
+    ) -> CheckpointMetadata:
+        clear: dict[str, Any] = {}
+        hidden: dict[str, Any] = {}
+        for key, value in metadata.items():
+            (clear if key in self.clear_metadata_keys else hidden)[key] = value
+        blob = self._seal(hidden, metadata_aad(thread_id, ns, checkpoint_id))
+        clear[SEALED_METADATA_KEY] = base64.b64encode(blob).decode()
+        return clear  # type: ignore[return-value]
+
+    def _open_tuple(self, tup: CheckpointTuple) -> CheckpointTuple:
+        conf = tup.config["configurable"]
+        thread_id, ns, cid = conf["thread_id"], conf.get("checkpoint_ns", ""), conf["checkpoint_id"]
+        checkpoint = tup.checkpoint.copy()
+        versions = checkpoint["channel_versions"]
+        checkpoint["channel_values"] = {
+            ch: self._open(
+                v,
+                channel_aad(thread_id, ns, ch, versions.get(ch)),
+                _where(thread_id, ns, channel=ch),
+            )
+            for ch, v in tup.checkpoint["channel_values"].items()
+        }
+        metadata: dict[str, Any] = dict(tup.metadata)
+        sealed = metadata.pop(SEALED_METADATA_KEY, None)
+        where = _where(thread_id, ns, checkpoint=cid, part="metadata")
+        if isinstance(sealed, str):
+            metadata.update(
+                self._open(base64.b64decode(sealed), metadata_aad(thread_id, ns, cid), where)
+            )
+        elif not self.encryption.allow_plaintext:
+            self._open(None, b"", where)  # raises PlaintextRefusedError
+        writes = [
+            (
+                task_id,
+                ch,
+                self._open(
+                    v,
+                    write_aad(thread_id, ns, cid, task_id, ch),
+                    _where(thread_id, ns, checkpoint=cid, task=task_id, channel=ch),
+                ),
+            )
+            for task_id, ch, v in tup.pending_writes or []
+        ]
+        return CheckpointTuple(
+            tup.config,
+            checkpoint,
+            metadata,  # type: ignore[arg-type]
+            tup.parent_config,
+            writes if tup.pending_writes is not None else None,
+        )
+
+    async def aget_tuple(self, config: RunnableConfig) -> CheckpointTuple | None:
+        tup = await self.inner.aget_tuple(config)
+        return None if tup is None else self._open_tuple(tup)
+
+    async def alist(
+        self,
+        config: RunnableConfig | None,
+        *,
+        filter: dict[str, Any] | None = None,
+        before: RunnableConfig | None = None,
+        limit: int | None = None,
+    ) -> AsyncIterator[CheckpointTuple]:
+        # Sealed keys cannot be matched by the backend: filter them after decrypting.
+        clear = {k: v for k, v in (filter or {}).items() if k in self.clear_metadata_keys}
+        sealed = {k: v for k, v in (filter or {}).items() if k not in clear}
+        inner_limit = None if sealed else limit
+        seen = 0
+        async for tup in self.inner.alist(
+            config, filter=clear or None, before=before, limit=inner_limit
+        ):
+            opened = self._open_tuple(tup)
+            if any(opened.metadata.get(k) != v for k, v in sealed.items()):
+                continue
+            yield opened
+            seen += 1
+            if limit is not None and seen >= limit:
+                return
+
+    async def aput(
+        self,
+        config: RunnableConfig,
+        checkpoint: Checkpoint,
+        metadata: CheckpointMetadata,
+        new_versions: ChannelVersions,
+    ) -> RunnableConfig:
+        conf = config["configurable"]
+        thread_id, ns = conf["thread_id"], conf.get("checkpoint_ns", "")
+        # The backend would merge config["metadata"] and extra configurable keys into
+        # the stored metadata in clear; merge them here, then hand it only the ids.
+        full = get_checkpoint_metadata(config, metadata)
+        inner_config: RunnableConfig = {
+            "configurable": {
+                k: conf[k]
+                for k in ("thread_id", "checkpoint_ns", "checkpoint_id", "run_id")
+                if k in conf
+            }
+        }
+        inner_config["configurable"].setdefault("checkpoint_ns", ns)
+        return await self.inner.aput(
+            inner_config,
+            self._seal_checkpoint(thread_id, ns, checkpoint),
+            self._seal_metadata(thread_id, ns, checkpoint["id"], full),
+            new_versions,
+        )
+
+    async def aput_writes(
+        self,
+        config: RunnableConfig,
+        writes: Sequence[tuple[str, Any]],
+        task_id: str,
+        task_path: str = "",
+    ) -> None:
+        conf = config["configurable"]
+        thread_id, ns, cid = conf["thread_id"], conf.get("checkpoint_ns", ""), conf["checkpoint_id"]
+        sealed = [
+            (ch, self._seal(v, write_aad(thread_id, ns, cid, task_id, ch))) for ch, v in writes
+        ]
+        await self.inner.aput_writes(config, sealed, task_id, task_path)
+
+    async def acopy_thread(self, source_thread_id: str, target_thread_id: str) -> None:
+        """Copy a thread, re-encrypting every value for the target thread.
+
+        Ciphertexts are bound to their thread, so a byte copy would not decrypt
+        under the target; this reads the source through the layer and writes the
+        target through it, oldest checkpoint first (Redis's "latest" pointer
+        follows the last write). Writes keep their task ids and order.
+        """
+        source = [t async for t in self.alist({"configurable": {"thread_id": source_thread_id}})]
+        source.sort(
+            key=lambda t: (
+                t.config["configurable"].get("checkpoint_ns", ""),
+                t.config["configurable"]["checkpoint_id"],
+            )
+        )
+        for tup in source:
+            conf = tup.config["configurable"]
+            target: dict[str, Any] = {
+                "thread_id": target_thread_id,
+                "checkpoint_ns": conf.get("checkpoint_ns", ""),
+            }
+            if tup.parent_config:
+                target["checkpoint_id"] = tup.parent_config["configurable"]["checkpoint_id"]
+            values = tup.checkpoint["channel_values"]
+            versions = {k: v for k, v in tup.checkpoint["channel_versions"].items() if k in values}
+            stored = await self.aput(
+                {"configurable": target}, tup.checkpoint, tup.metadata, versions
+            )
+            by_task: dict[str, list[tuple[str, Any]]] = {}
+            for task_id, ch, value in tup.pending_writes or []:
+                by_task.setdefault(task_id, []).append((ch, value))
+            for task_id, task_writes in by_task.items():
+                await self.aput_writes(stored, task_writes, task_id)

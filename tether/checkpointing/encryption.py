@@ -1,0 +1,317 @@
+"""AES-256-GCM envelopes and the key ring that makes and opens them.
+
+Stable bytes API (other tether packages encrypt their own records with it)::
+
+    ring = KeyRing.from_spec("k2:<base64 32 bytes>,k1:<base64 32 bytes>")
+    blob = ring.encrypt(b"plaintext", aad=b"what this record is and where it lives")
+    assert ring.decrypt(blob, aad=b"what this record is and where it lives") == b"plaintext"
+
+* ``encrypt(plaintext, aad) -> bytes`` seals under the *active* key (the first
+  in the ring) with a fresh 96-bit nonce.
+* ``decrypt(blob, aad, where="") -> bytes`` opens a blob written under any key
+  in the ring; ``aad`` must equal the one given to ``encrypt``. ``where`` only
+  names the record in error messages.
+* ``is_envelope(blob)``, ``key_id_of(blob)`` and ``rewrap(blob, aad)`` (re-seal
+  under the active key, ``None`` when already current) support rotation.
+* :func:`aad` builds unambiguous associated data from text parts.
+
+Envelope layout (version 1)::
+
+    b"TENC" | 0x01 | len(key_id) | key_id | key check value (4) | nonce (12) | ciphertext+tag
+
+The header (everything before the nonce) is authenticated too. The key check
+value (the first 4 bytes of SHA-256 over a label and the key) tells a wrong key
+apart from tampered data; it reveals nothing useful about a 256-bit key.
+"""
+
+from __future__ import annotations
+
+import base64
+import binascii
+import hashlib
+import os
+import re
+import secrets
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
+
+from cryptography.exceptions import InvalidTag
+from cryptography.hazmat.primitives.ciphers.aead import AESGCM
+
+from tether.errors import ConfigurationError, TetherError
+
+__all__ = [
+    "ENV_ALLOW_PLAINTEXT",
+    "ENV_KEYS",
+    "ENV_LANGGRAPH_KEY",
+    "LANGGRAPH_KEY_ID",
+    "EncryptionError",
+    "KeyRing",
+    "MissingKeyError",
+    "PlaintextRefusedError",
+    "TamperedCiphertextError",
+    "UnknownKeyError",
+    "WrongKeyError",
+    "aad",
+]
+
+ENV_KEYS = "TETHER_ENCRYPTION_KEYS"
+ENV_LANGGRAPH_KEY = "LANGGRAPH_AES_KEY"
+ENV_ALLOW_PLAINTEXT = "TETHER_ENCRYPTION_ALLOW_PLAINTEXT"
+LANGGRAPH_KEY_ID = "langgraph"
+"""The key id a ``LANGGRAPH_AES_KEY`` gets in the ring."""
+
+MAGIC = b"TENC"
+VERSION = 1
+KEY_BYTES = 32
+NONCE_BYTES = 12
+_KCV_BYTES = 4
+_KEY_ID = re.compile(r"[A-Za-z0-9._-]{1,64}")
+_FIX = (
+    f"set {ENV_KEYS}='<id>:<base64 of 32 random bytes>[,<older id>:<key>...]' "
+    "(`tether keys generate` prints one)"
+)
+
+
+class EncryptionError(TetherError):
+    """A value could not be encrypted or decrypted; the message says which and why."""
+
+
+class MissingKeyError(EncryptionError, ConfigurationError):
+    """Encryption was requested but no key is configured."""
+
+
+class UnknownKeyError(EncryptionError):
+    """A ciphertext names a key id the ring does not hold."""
+
+
+class WrongKeyError(EncryptionError):
+    """The ring holds a key under the ciphertext's key id, but it is a different key."""
+
+
+class TamperedCiphertextError(EncryptionError):
+    """Authentication failed: the bytes or the record they are bound to were changed."""
+
+
+class PlaintextRefusedError(EncryptionError):
+    """A value stored in clear was read while encryption is on (and migration mode is off)."""
+
+
+def aad(*parts: str) -> bytes:
+    """Associated data from text parts, length-prefixed so no two lists collide."""
+    out = bytearray()
+    for part in parts:
+        raw = part.encode()
+        out += len(raw).to_bytes(4, "big") + raw
+    return bytes(out)
+
+
+def _kcv(key: bytes) -> bytes:
+    return hashlib.sha256(b"tether-key-check-value\x00" + key).digest()[:_KCV_BYTES]
+
+
+def _check_key_id(key_id: str) -> str:
+    if not _KEY_ID.fullmatch(key_id):
+        raise ConfigurationError(
+            f"encryption key id {key_id!r} is invalid: use 1-64 characters from "
+            "A-Z a-z 0-9 . _ -; " + _FIX
+        )
+    return key_id
+
+
+def _decode_key(key_id: str, text: str) -> bytes:
+    try:
+        key = base64.b64decode(text.strip(), validate=True)
+    except (binascii.Error, ValueError):
+        raise ConfigurationError(
+            f"encryption key {key_id!r} is not valid base64; " + _FIX
+        ) from None
+    return key
+
+
+@dataclass(frozen=True)
+class _Key:
+    key_id: str
+    aead: AESGCM
+    kcv: bytes
+    header: bytes
+
+
+class KeyRing:
+    """Named AES-256 keys; the first is active (encrypts), all of them decrypt.
+
+    Args:
+        keys: ``(key_id, 32-byte key)`` pairs, active key first, or a mapping in
+            that order.
+        allow_plaintext: Migration mode: accept values stored in clear when the
+            encrypted saver reads them (they are encrypted when next written).
+
+    Raises:
+        ConfigurationError: No key, a key that is not 32 bytes, a bad or
+            duplicate key id; the message names the key id.
+    """
+
+    def __init__(
+        self,
+        keys: Iterable[tuple[str, bytes]] | Mapping[str, bytes],
+        *,
+        allow_plaintext: bool = False,
+    ) -> None:
+        pairs = list(keys.items() if isinstance(keys, Mapping) else keys)
+        if not pairs:
+            raise ConfigurationError("the encryption key ring is empty; " + _FIX)
+        by_id: dict[str, _Key] = {}
+        for key_id, key in pairs:
+            _check_key_id(key_id)
+            if key_id in by_id:
+                raise ConfigurationError(
+                    f"encryption key id {key_id!r} appears twice in the key ring; "
+                    "give every key its own id"
+                )
+            if len(key) != KEY_BYTES:
+                raise ConfigurationError(
+                    f"encryption key {key_id!r} is {len(key)} bytes; AES-256 needs exactly "
+                    f"{KEY_BYTES}; " + _FIX
+                )
+            raw_id = key_id.encode()
+            kcv = _kcv(key)
+            header = MAGIC + bytes([VERSION, len(raw_id)]) + raw_id + kcv
+            by_id[key_id] = _Key(key_id, AESGCM(key), kcv, header)
+        self.allow_plaintext = allow_plaintext
+        self._pairs: tuple[tuple[str, bytes], ...] = tuple(pairs)
+        self._by_id = by_id
+        self._active = by_id[pairs[0][0]]
+
+    def with_allow_plaintext(self, allow: bool = True) -> KeyRing:
+        """The same keys with migration mode switched on (or off)."""
+        return KeyRing(self._pairs, allow_plaintext=allow)
+
+    def __repr__(self) -> str:  # never print key material
+        return f"KeyRing(key_ids={self.key_ids!r}, allow_plaintext={self.allow_plaintext})"
+
+    # -- construction ------------------------------------------------------
+    @classmethod
+    def from_spec(cls, spec: str, *, allow_plaintext: bool = False) -> KeyRing:
+        """Parse ``"id1:base64key,id2:base64key"`` (the ``TETHER_ENCRYPTION_KEYS`` format)."""
+        pairs: list[tuple[str, bytes]] = []
+        for position, item in enumerate(spec.split(","), start=1):
+            key_id, sep, text = item.strip().partition(":")
+            if not sep or not key_id or not text.strip():
+                raise ConfigurationError(
+                    f"entry {position} of the encryption key list "
+                    f"({key_id.strip() or 'no id'!r}) is not '<id>:<base64 key>'; " + _FIX
+                )
+            key_id = _check_key_id(key_id.strip())
+            pairs.append((key_id, _decode_key(key_id, text)))
+        return cls(pairs, allow_plaintext=allow_plaintext)
+
+    @classmethod
+    def from_env(cls, environ: Mapping[str, str] | None = None) -> KeyRing | None:
+        """The ring ``TETHER_ENCRYPTION_KEYS`` and ``LANGGRAPH_AES_KEY`` describe, if any.
+
+        ``LANGGRAPH_AES_KEY`` (LangGraph's variable: the key's 32 characters
+        as-is) joins the ring with key id ``"langgraph"``, after the tether keys,
+        so it is active only when it is the sole key.
+        ``TETHER_ENCRYPTION_ALLOW_PLAINTEXT=1`` turns migration mode on.
+        """
+        env = os.environ if environ is None else environ
+        allow = env.get(ENV_ALLOW_PLAINTEXT, "").strip().lower() in {"1", "true", "yes", "on"}
+        spec = env.get(ENV_KEYS, "").strip()
+        langgraph_key = env.get(ENV_LANGGRAPH_KEY)
+        if not spec and langgraph_key is None:
+            if allow:
+                raise MissingKeyError(
+                    f"{ENV_ALLOW_PLAINTEXT} is set but no encryption key is configured; " + _FIX
+                )
+            return None
+        pairs: list[tuple[str, bytes]] = list(cls.from_spec(spec)._pairs) if spec else []
+        if langgraph_key is not None:
+            pairs.append((LANGGRAPH_KEY_ID, langgraph_key.encode()))
+        return cls(pairs, allow_plaintext=allow)
+
+    @staticmethod
+    def generate_spec(key_id: str | None = None) -> str:
+        """A fresh ``id:base64key`` entry for ``TETHER_ENCRYPTION_KEYS``."""
+        key_id = _check_key_id(key_id or f"k{secrets.token_hex(4)}")
+        return f"{key_id}:{base64.b64encode(secrets.token_bytes(KEY_BYTES)).decode()}"
+
+    # -- the bytes API -----------------------------------------------------
+    @property
+    def active_key_id(self) -> str:
+        """The id of the key new ciphertexts are written under."""
+        return self._active.key_id
+
+    @property
+    def key_ids(self) -> tuple[str, ...]:
+        """Every key id in the ring, active first."""
+        return tuple(self._by_id)
+
+    def encrypt(self, plaintext: bytes, aad: bytes) -> bytes:
+        """Seal ``plaintext`` under the active key, bound to ``aad``."""
+        key = self._active
+        nonce = os.urandom(NONCE_BYTES)
+        return key.header + nonce + key.aead.encrypt(nonce, plaintext, key.header + aad)
+
+    def decrypt(self, blob: bytes, aad: bytes, where: str = "") -> bytes:
+        """Open ``blob``; raises an :class:`EncryptionError` subclass, never returns garbage.
+
+        Args:
+            blob: An envelope made by :meth:`encrypt` with a key in this ring.
+            aad: The associated data it was sealed with.
+            where: Names the record in error messages (e.g. thread and channel).
+        """
+        place = f" ({where})" if where else ""
+        key_id, kcv, body_at = self._parse(blob, place)
+        key = self._by_id.get(key_id)
+        if key is None:
+            raise UnknownKeyError(
+                f"value{place} was encrypted with key {key_id!r}, which is not in the key ring "
+                f"(it holds {', '.join(self.key_ids)}); add that key back to {ENV_KEYS}"
+            )
+        if kcv != key.kcv:
+            raise WrongKeyError(
+                f"value{place} was encrypted with a different key than the one the ring holds "
+                f"under id {key_id!r}; restore the original key material for {key_id!r}"
+            )
+        nonce = blob[body_at : body_at + NONCE_BYTES]
+        try:
+            return key.aead.decrypt(nonce, blob[body_at + NONCE_BYTES :], blob[:body_at] + aad)
+        except InvalidTag:
+            raise TamperedCiphertextError(
+                f"value{place} under key {key_id!r} failed authentication: it was modified, or "
+                "copied from another thread, checkpoint or channel (ciphertexts are bound to "
+                "where they were written); refusing to use it"
+            ) from None
+
+    def is_envelope(self, value: object) -> bool:
+        """Whether ``value`` looks like an envelope (bytes with tether's header)."""
+        return isinstance(value, bytes) and value[:4] == MAGIC
+
+    def key_id_of(self, blob: bytes) -> str:
+        """The key id an envelope names in its header."""
+        return self._parse(blob, "")[0]
+
+    def rewrap(self, blob: bytes, aad: bytes, where: str = "") -> bytes | None:
+        """Re-seal ``blob`` under the active key; ``None`` if it already uses it."""
+        if self.key_id_of(blob) == self.active_key_id:
+            return None
+        return self.encrypt(self.decrypt(blob, aad, where), aad)
+
+    def _parse(self, blob: bytes, place: str) -> tuple[str, bytes, int]:
+        if not self.is_envelope(blob) or len(blob) < 6:
+            raise TamperedCiphertextError(f"value{place} is not a tether ciphertext")
+        if blob[4] != VERSION:
+            raise TamperedCiphertextError(
+                f"value{place} has envelope version {blob[4]}; this tether reads version "
+                f"{VERSION} (upgrade tether, or the value was modified)"
+            )
+        id_len = blob[5]
+        key_at = 6 + id_len
+        body_at = key_at + _KCV_BYTES
+        if len(blob) < body_at + NONCE_BYTES + 16:
+            raise TamperedCiphertextError(f"value{place} is truncated")
+        try:
+            key_id = blob[6:key_at].decode("ascii")
+        except UnicodeDecodeError:
+            raise TamperedCiphertextError(f"value{place} has a corrupt header") from None
+        return key_id, blob[key_at:body_at], body_at
