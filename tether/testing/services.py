@@ -304,15 +304,15 @@ class Services:
         self._procs.append((name, proc))
         return proc
 
-    def stop(self) -> None:
-        """Stop every server by PID (SIGTERM, then SIGKILL) and remove owned data."""
+    def stop(self, timeout: float = 10.0) -> None:
+        """Stop every server by PID (SIGINT, SIGKILL after ``timeout`` s); remove owned data."""
         for _name, proc in reversed(self._procs):
             if proc.poll() is None:
                 # SIGINT is PostgreSQL's "fast shutdown"; Redis treats it like SIGTERM.
                 proc.send_signal(signal.SIGINT)
         for _name, proc in reversed(self._procs):
             try:
-                proc.wait(timeout=10)
+                proc.wait(timeout=timeout)
             except subprocess.TimeoutExpired:
                 proc.kill()
                 proc.wait()
