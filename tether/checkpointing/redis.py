@@ -231,7 +231,9 @@ class RedisSaver(SyncBridge, AsyncRedisSaver):
 
     async def _tuples(self, keys: Sequence[str]) -> list[CheckpointTuple]:
         """Checkpoint tuples of the checkpoint documents at ``keys``, in order."""
-        docs = [doc for doc in await self._documents(keys) if doc is not None]
+        # Skips the {"has_writes": true} stub aput_writes leaves for a checkpoint
+        # not saved yet.
+        docs = [doc for doc in await self._documents(keys) if doc and "checkpoint" in doc]
         rows = [
             (
                 from_storage_safe_id(d["thread_id"]),
@@ -246,7 +248,8 @@ class RedisSaver(SyncBridge, AsyncRedisSaver):
             [(t, ns, parent) for t, ns, _, parent, _ in rows if parent]
         )
         writes = await self._abatch_load_pending_writes(
-            [(t, ns, cid) for t, ns, cid, _, d in rows if d.get("has_writes")]
+            # Not only where has_writes is set: aput clears it when writes came first.
+            [(t, ns, cid) for t, ns, cid, _, _ in rows]
         )
         tuples = []
         for thread_id, ns, cid, parent, doc in rows:
@@ -306,6 +309,8 @@ class RedisSaver(SyncBridge, AsyncRedisSaver):
         await self._unlink(
             {d.id for d in docs}
             | self._owned_keys(thread_id, pairs)
+            # with the stubs aput_writes leaves where a checkpoint is not saved yet
+            | {self._make_redis_checkpoint_key(thread_id, ns, cid) for ns, cid in pairs}
             | {self._make_redis_checkpoint_latest_key(thread_id, ns) for ns, _ in pairs}
         )
 
@@ -513,9 +518,14 @@ class RedisSaver(SyncBridge, AsyncRedisSaver):
             head, _, rest = text.partition(old_part)
             return f"{head}{new_part}{rest}"
 
-        keys = [d.id for d in writes + checkpoints]
         pairs = {(_field(d, "checkpoint_ns"), _field(d, "checkpoint_id")) for d in writes}
         pairs |= {(_field(d, "checkpoint_ns"), _field(d, "checkpoint_id")) for d in checkpoints}
+        keys = [d.id for d in writes + checkpoints]
+        # aput_writes leaves a stub document where a checkpoint is not saved yet.
+        keys += sorted(
+            {self._make_redis_checkpoint_key(source_thread_id, ns, cid) for ns, cid in pairs}
+            - set(keys)
+        )
         zsets = sorted(self._owned_keys(source_thread_id, pairs))
         pointers = sorted(
             {self._make_redis_checkpoint_latest_key(source_thread_id, ns) for ns, _ in pairs}
@@ -531,7 +541,9 @@ class RedisSaver(SyncBridge, AsyncRedisSaver):
         for key, doc in zip(keys, await self._documents(keys), strict=True):
             if doc is not None:  # else deleted since the search
                 created.append(retarget(key))
-                write.json().set(created[-1], "$", {**doc, "thread_id": dst})
+                write.json().set(
+                    created[-1], "$", {**doc, "thread_id": dst} if "thread_id" in doc else doc
+                )
         for key, found in zip(zsets + pointers, indexes, strict=True):
             if found and isinstance(found, list):
                 created.append(retarget(key))
