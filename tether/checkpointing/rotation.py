@@ -1,0 +1,113 @@
+"""Key rotation: re-seal every stored envelope under the key ring's active key.
+
+Rotation rewrites the stored bytes in place, per backend, instead of reading
+through the saver and writing back with ``aput``/``aput_writes``: upstream
+upserts keep the existing row for channel blobs (PostgreSQL ``ON CONFLICT DO
+NOTHING``) and ordinary writes (PostgreSQL, SQLite ``INSERT OR IGNORE``), so a
+second ``aput`` would not replace anything. The associated data of an envelope
+does not change when its key does, so each envelope is opened with its old key
+and sealed with the active one, and the value itself is never deserialized.
+
+Safety:
+
+* each thread is rewritten in one transaction (PostgreSQL, SQLite) or one
+  ``MULTI`` block (Redis), so a thread is either fully old or fully new, and an
+  old ciphertext is only ever replaced by a verified new one;
+* an envelope already under the active key is skipped, so a rotation that was
+  interrupted is finished by running it again;
+* values stored in clear are counted, never touched (see ``docs/encryption.md``).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+from langgraph.checkpoint.base import BaseCheckpointSaver
+
+from tether.checkpointing._rotators import ROTATORS, ThreadPass
+from tether.checkpointing.delegating import DelegatingSaver, innermost
+from tether.checkpointing.encrypted import EncryptedSaver
+from tether.errors import ConfigurationError
+
+__all__ = ["RotationReport", "encrypted_layer", "rotate_keys"]
+
+
+@dataclass
+class RotationReport:
+    """What a rotation did so far.
+
+    Attributes:
+        threads_total: Threads found in the store.
+        threads_done: Threads fully rewritten.
+        rewrapped: Envelopes re-sealed under the active key.
+        current: Envelopes that already used the active key.
+        plaintext: Values found stored in clear (left as they are).
+        thread_id: The thread just finished.
+    """
+
+    threads_total: int = 0
+    threads_done: int = 0
+    rewrapped: int = 0
+    current: int = 0
+    plaintext: int = 0
+    thread_id: str = ""
+    active_key_id: str = ""
+
+
+def encrypted_layer(saver: BaseCheckpointSaver[Any]) -> EncryptedSaver:
+    """The :class:`EncryptedSaver` among ``saver``'s layers.
+
+    Raises:
+        ConfigurationError: The saver was opened without encryption.
+    """
+    layer: BaseCheckpointSaver[Any] = saver
+    while True:
+        if isinstance(layer, EncryptedSaver):
+            return layer
+        if not isinstance(layer, DelegatingSaver):
+            raise ConfigurationError(
+                "key rotation needs a checkpointer opened with encryption: set "
+                "TETHER_ENCRYPTION_KEYS='<new id>:<key>,<old id>:<key>' (new key first)"
+            )
+        layer = layer.inner
+
+
+async def rotate_keys(
+    saver: BaseCheckpointSaver[Any],
+    *,
+    progress: Callable[[RotationReport], None] | None = None,
+) -> RotationReport:
+    """Re-seal every checkpoint value, write and metadata under the active key.
+
+    Args:
+        saver: A checkpointer from ``open_checkpointer(..., encryption=ring)``
+            where ``ring`` holds the new key first and every old key after it.
+        progress: Called after each thread with the running totals.
+
+    Returns:
+        The totals. ``plaintext`` counts values stored in clear, which rotation
+        does not encrypt.
+
+    Raises:
+        EncryptionError: An envelope cannot be opened (its key is not in the
+            ring, or it was tampered with); threads finished before stay done.
+    """
+    layer = encrypted_layer(saver)
+    backend = innermost(layer)
+    rotator = ROTATORS.get(type(backend).__module__.rsplit(".", 1)[-1])
+    if rotator is None:
+        raise ConfigurationError(f"key rotation does not support {type(backend).__name__}")
+    report = RotationReport(active_key_id=layer.encryption.active_key_id)
+    threads = await rotator.threads(backend)
+    report.threads_total = len(threads)
+    for thread_id in threads:
+        one = ThreadPass(layer.encryption, report, thread_id)
+        await rotator.rewrite(backend, one)
+        report.rewrapped += one.rewrapped
+        report.threads_done += 1
+        report.thread_id = thread_id
+        if progress is not None:
+            progress(report)
+    return report
