@@ -173,6 +173,25 @@ async def test_list_source_filter_is_exact(saver: RedisSaver) -> None:
     assert await listed(saver, cfg, filter={"source": "input"}) == [cid(lower)]
 
 
+async def test_writes_saved_before_their_checkpoint(saver: RedisSaver) -> None:
+    # A run saves a step's writes in the background, so they can land first.
+    tid = str(uuid4())
+    checkpoint = generate_checkpoint()
+    early = generate_config(tid, checkpoint_id=checkpoint["id"])
+    await saver.aput_writes(early, [("ch", "early")], "task")
+    assert await saver.aget_tuple(early) is None  # not saved yet
+    assert await listed(saver, None) == []  # the stub is no checkpoint
+
+    stored = await saver.aput(generate_config(tid), checkpoint, generate_metadata(), {})
+
+    got = await saver.aget_tuple(stored)
+    assert got is not None
+    assert got.pending_writes == [("task", "ch", "early")]
+    assert [t.pending_writes async for t in saver.alist(generate_config(tid))] == [
+        [("task", "ch", "early")]
+    ]
+
+
 # -- cause 4: prune([]) and the prune argument rules ---------------------------------------
 
 
@@ -474,3 +493,74 @@ async def test_official_conformance_suite_passes_in_full(
     assert failures == {}
     assert missing == []
     assert report.passed_all()
+
+
+# -- odd inputs and options --------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("tid", ["user@example.com/thread 1", "a:b:c", "tag{x}|y-z*"])
+async def test_thread_ids_with_punctuation(saver: RedisSaver, raw: Redis, tid: str) -> None:
+    configs = await chain(saver, tid, 3)
+    await saver.aput_writes(configs[-1], [("ch", 1)], "task")
+    assert await listed(saver, generate_config(tid)) == [cid(c) for c in reversed(configs)]
+    await saver.acopy_thread(tid, f"{tid}-copy")
+    await saver.aprune([tid])
+    assert await listed(saver, generate_config(tid)) == [cid(configs[-1])]
+    await saver.adelete_thread(tid)
+    assert await listed(saver, generate_config(tid)) == []
+    assert len(await listed(saver, generate_config(f"{tid}-copy"))) == 3
+    await saver.adelete_thread(f"{tid}-copy")
+    assert await keys_mentioning(raw, configs[-1]["configurable"]["checkpoint_id"]) == []
+
+
+async def test_copy_thread_gives_the_copy_the_configured_ttl(
+    redis_url: str, new_prefix: Prefixes, raw: Redis
+) -> None:
+    async with open_checkpointer(redis_url, key_prefix=new_prefix(), ttl={"default_ttl": 5}) as s:
+        assert isinstance(s, RedisSaver)
+        src, dst = str(uuid4()), str(uuid4())
+        config = await put(s, src)
+        await s.aput_writes(config, [("ch", 1)], "task")
+        await s.acopy_thread(src, dst)
+        copied = await keys_mentioning(raw, dst)
+        assert len(copied) == 4  # checkpoint, write, write registry, latest pointer
+        for key in copied:
+            assert 0 < await raw.ttl(key) <= 300
+
+
+# -- in a graph ---------------------------------------------------------------------------------
+
+
+def _counting_graph() -> Any:
+    from typing import TypedDict
+
+    from langgraph.graph import END, START, StateGraph
+
+    class State(TypedDict):
+        count: int
+
+    builder = StateGraph(State)
+    builder.add_node("one", lambda s: {"count": s["count"] + 1})
+    builder.add_node("two", lambda s: {"count": s["count"] * 10})
+    builder.add_edge(START, "one")
+    builder.add_edge("one", "two")
+    builder.add_edge("two", END)
+    return builder
+
+
+async def test_a_graph_runs_and_replays_its_history(saver: RedisSaver) -> None:
+    graph = _counting_graph().compile(checkpointer=saver)
+    config: RunnableConfig = {"configurable": {"thread_id": str(uuid4())}}
+    assert await graph.ainvoke({"count": 1}, config) == {"count": 20}
+    history = [s async for s in graph.aget_state_history(config)]
+    assert [s.values.get("count") for s in history] == [20, 2, 1, None]
+    assert (await graph.aget_state(config)).values == {"count": 20}
+
+
+def test_a_graph_runs_from_sync_code(redis_url: str, new_prefix: Prefixes) -> None:
+    with open_checkpointer_sync(redis_url, key_prefix=new_prefix()) as saver:
+        graph = _counting_graph().compile(checkpointer=saver)
+        config: RunnableConfig = {"configurable": {"thread_id": str(uuid4())}}
+        assert graph.invoke({"count": 2}, config) == {"count": 30}
+        assert len(list(graph.get_state_history(config))) == 4
+        assert graph.get_state(config).values == {"count": 30}

@@ -13,6 +13,8 @@ What :class:`RedisSaver` changes, and why (everything else is upstream code):
   writes it to ``write_keys_zset:...`` whatever the prefix, so two prefixes read
   each other's pending writes), and ``adelete_thread`` removes every key of the
   thread, writes of unsaved checkpoints included.
+* ``aget_tuple`` returns ``None``, not an empty tuple, for a checkpoint whose
+  writes came before it, and ``alist`` shows those writes once it is saved.
 * ``list``, ``delete_thread`` and ``put_writes`` (which upstream calls without
   ``task_path``) bridge to the event loop for sync callers.
 """
@@ -127,6 +129,15 @@ class RedisSaver(SyncBridge, AsyncRedisSaver):
         return self._key_registry.make_write_keys_zset_key(thread_id, checkpoint_ns, checkpoint_id)
 
     # -- reading -----------------------------------------------------------------
+
+    async def aget_tuple(self, config: RunnableConfig) -> CheckpointTuple | None:
+        """Upstream's ``aget_tuple``, but ``None`` for a checkpoint not saved yet.
+
+        Upstream returns a tuple with an empty checkpoint, which is its own
+        parent, for the stub document ``aput_writes`` leaves before ``aput``.
+        """
+        found = await super().aget_tuple(config)
+        return found if found is None or "id" in found.checkpoint else None
 
     async def _search(
         self,
