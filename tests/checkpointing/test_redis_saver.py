@@ -190,6 +190,7 @@ async def test_writes_saved_before_their_checkpoint(saver: RedisSaver) -> None:
     assert [t.pending_writes async for t in saver.alist(generate_config(tid))] == [
         [("task", "ch", "early")]
     ]
+    assert await listed(saver, None, limit=1) == [cid(stored)]
 
 
 # -- cause 4: prune([]) and the prune argument rules ---------------------------------------
@@ -366,6 +367,17 @@ async def test_copy_thread_onto_itself_or_from_nothing_changes_nothing(saver: Re
     await saver.acopy_thread(empty, dst)
     assert len(await listed(saver, generate_config(tid))) == 2
     assert await listed(saver, generate_config(dst)) == []
+
+
+async def test_copy_thread_into_a_thread_with_checkpoints_keeps_them(saver: RedisSaver) -> None:
+    src, dst = str(uuid4()), str(uuid4())
+    copied = await chain(saver, src, 2)
+    own = await put(saver, dst)  # newer than the source's
+    await saver.acopy_thread(src, dst)
+    assert await listed(saver, generate_config(dst)) == [cid(own), cid(copied[1]), cid(copied[0])]
+    latest = await saver.aget_tuple(generate_config(dst))
+    assert latest is not None
+    assert cid(latest.config) == cid(own)
 
 
 # -- key prefixes ----------------------------------------------------------------------------

@@ -195,12 +195,14 @@ class RedisSaver(SyncBridge, AsyncRedisSaver):
             self._list_where(config, filter),
             fields,
             newest_first=True,
-            limit=None if filter or before_id else limit,
+            # A stub document (see _tuples) only matches a query without a thread.
+            limit=None if filter or before_id or config is None else limit,
         )
         keys = [
             doc.id
             for doc in docs
-            if not (before_id and from_storage_safe_id(_field(doc, "checkpoint_id")) >= before_id)
+            if _field(doc, "checkpoint_id")
+            and not (before_id and from_storage_safe_id(_field(doc, "checkpoint_id")) >= before_id)
             and (not filter or _metadata_matches(getattr(doc, "$.metadata", None), filter))
         ][:limit]
         for tup in await self._tuples(keys):
@@ -366,11 +368,16 @@ class RedisSaver(SyncBridge, AsyncRedisSaver):
                     keys.add(doc.id)
         await self._unlink(keys | self._owned_keys(thread_id, pairs))
 
-    async def _repoint_latest(self, thread_id: str, namespaces: Iterable[str]) -> None:
-        """Point each namespace's latest pointer at its newest surviving checkpoint."""
+    async def _repoint_latest(
+        self, thread_id: str, namespaces: Iterable[str], *, keep_valid: bool = True
+    ) -> None:
+        """Point each namespace's latest pointer at its newest checkpoint.
+
+        With ``keep_valid``, a pointer whose checkpoint still exists is left alone.
+        """
         for ns in namespaces:
             pointer = self._make_redis_checkpoint_latest_key(thread_id, ns)
-            target = await self._redis.get(pointer)
+            target = await self._redis.get(pointer) if keep_valid else None
             if target and await self._redis.exists(target):
                 continue
             newest = await self._search(
@@ -509,7 +516,8 @@ class RedisSaver(SyncBridge, AsyncRedisSaver):
 
         The target reads back like the source through ``aget_tuple`` and
         ``alist``. Checkpoints the target already has with the same namespace
-        and id are overwritten; its others are kept. Copying a thread onto
+        and id are overwritten; its others are kept, and then each namespace's
+        latest pointer goes to its newest checkpoint. Copying a thread onto
         itself does nothing.
         """
         if source_thread_id == target_thread_id:
@@ -538,8 +546,15 @@ class RedisSaver(SyncBridge, AsyncRedisSaver):
             - set(keys)
         )
         zsets = sorted(self._owned_keys(source_thread_id, pairs))
-        pointers = sorted(
-            {self._make_redis_checkpoint_latest_key(source_thread_id, ns) for ns, _ in pairs}
+        merging = await self._search(
+            self.checkpoints_index, self._thread_where(target_thread_id), ["checkpoint_id"], limit=1
+        )
+        pointers = (
+            sorted(
+                {self._make_redis_checkpoint_latest_key(source_thread_id, ns) for ns, _ in pairs}
+            )
+            if not merging
+            else []
         )
         read = self._redis.pipeline(transaction=False)
         for key in zsets:
@@ -566,6 +581,8 @@ class RedisSaver(SyncBridge, AsyncRedisSaver):
             for key in created:
                 write.expire(key, int(self.ttl_config["default_ttl"] * 60))
         await write.execute()
+        if merging:
+            await self._repoint_latest(target_thread_id, {ns for ns, _ in pairs}, keep_valid=False)
 
     # -- sync twins upstream lacks -------------------------------------------------
 
