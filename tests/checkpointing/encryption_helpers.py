@@ -158,7 +158,8 @@ async def _redis_values(backend: Backend) -> bytes:
     out: list[bytes] = []
     try:
         async for key in client.scan_iter(match=f"{backend.key_prefix}*", count=1000):
-            kind = (await client.type(key)).decode()
+            found = await client.type(key)
+            kind = found.decode() if isinstance(found, bytes) else found
             if kind == "string":
                 value: Any = await client.get(key)
             elif kind == "hash":

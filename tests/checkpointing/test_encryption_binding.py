@@ -95,6 +95,7 @@ async def test_write_replayed_under_another_task_is_refused(backend: Backend) ->
         stored = await _put_one(saver, "t")
         sealed = await saver.inner.aget_tuple(stored)
         assert sealed is not None
+        assert sealed.pending_writes
         envelope = sealed.pending_writes[0][2]
         await saver.inner.aput_writes(stored, [("note", envelope)], "task-2")
         with pytest.raises(TamperedCiphertextError, match="task 'task-2'"):

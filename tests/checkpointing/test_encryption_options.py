@@ -93,7 +93,7 @@ async def test_config_metadata_is_sealed_too(backend: Backend) -> None:
     """Savers merge config["metadata"] and configurable keys into metadata; they are sealed."""
     async with backend.open(encryption=ring("k1")) as saver:
         assert isinstance(saver, EncryptedSaver)
-        config = {
+        config: Any = {
             "configurable": {"thread_id": "t", "checkpoint_ns": "", "user_email": CANARY},
             "metadata": {"customer": CANARY},
         }
@@ -103,5 +103,6 @@ async def test_config_metadata_is_sealed_too(backend: Backend) -> None:
         assert CANARY not in str(raw.metadata)
         tup = await saver.aget_tuple({"configurable": {"thread_id": "t"}})
         assert tup is not None
-        assert tup.metadata["customer"] == CANARY
-        assert tup.metadata["user_email"] == CANARY
+        metadata: dict[str, Any] = dict(tup.metadata)
+        assert metadata["customer"] == CANARY
+        assert metadata["user_email"] == CANARY

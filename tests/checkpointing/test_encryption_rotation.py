@@ -24,11 +24,11 @@ async def _seed(saver: BaseCheckpointSaver[Any]) -> None:
     checkpoint = empty_checkpoint()
     checkpoint["channel_values"] = {"note": CANARY}
     checkpoint["channel_versions"] = {"note": saver.get_next_version(None, None)}
-    config = {"configurable": {"thread_id": "thread-1", "checkpoint_ns": "child:1"}}
+    config: Any = {"configurable": {"thread_id": "thread-1", "checkpoint_ns": "child:1"}}
     stored = await saver.aput(
         config,
         checkpoint,
-        {"source": "loop", "step": 1, "parents": {}, "who": CANARY},
+        {"source": "loop", "step": 1, "parents": {}, "who": CANARY},  # type: ignore[typeddict-unknown-key]
         checkpoint["channel_versions"],
     )
     await saver.aput_writes(stored, [("note", CANARY), ("__error__", CANARY)], "task-x")
