@@ -1,0 +1,42 @@
+"""Reference agents and the deterministic pieces they run on.
+
+* :class:`ScriptedChatModel`: an offline chat model that answers from a script
+  and logs every call it really makes.
+* :class:`FakePaymentsProvider`: a SQLite-backed fake payments service and
+  outbox that honours idempotency keys and counts every attempt and effect.
+* :mod:`tether.graphs.refund`: the refund agent from the design articles.
+"""
+
+from tether.graphs.payments import (
+    FakeOrder,
+    FakePaymentsError,
+    FakePaymentsProvider,
+    FakeRefund,
+    PaymentCounts,
+)
+from tether.graphs.scripted import (
+    ScriptedCall,
+    ScriptedChatModel,
+    ScriptError,
+    ScriptRule,
+    after_tool,
+    on_first_turn,
+    planned_call,
+    read_calls,
+)
+
+__all__ = [
+    "FakeOrder",
+    "FakePaymentsError",
+    "FakePaymentsProvider",
+    "FakeRefund",
+    "PaymentCounts",
+    "ScriptError",
+    "ScriptRule",
+    "ScriptedCall",
+    "ScriptedChatModel",
+    "after_tool",
+    "on_first_turn",
+    "planned_call",
+    "read_calls",
+]
