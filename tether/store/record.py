@@ -147,7 +147,7 @@ class RecordStore:
             text = self._cipher.decrypt(base64.b64decode(payload[len(_ENCRYPTED) :]), aad.encode())
             value: dict[str, Any] = json.loads(text)
             return value
-        if self._cipher is not None:
+        if self._cipher is not None and not getattr(self._cipher, "allow_plaintext", False):
             raise RecordStoreError(
                 f"record {aad!r} is stored in plaintext but encryption is on; refusing to "
                 "trust an unauthenticated value (it may have been written by hand)"
@@ -236,9 +236,16 @@ class RecordStore:
 
     async def steps(self, thread_id: str) -> builtins.list[dict[str, Any]]:
         """The thread's step log, oldest first."""
+        return [step for _, step in await self.indexed_steps(thread_id)]
+
+    async def indexed_steps(self, thread_id: str) -> builtins.list[tuple[int, dict[str, Any]]]:
+        """The thread's step log as ``(index, step)`` pairs, oldest first.
+
+        An index can be missing if a process died while appending to a Redis log.
+        """
         thread = str(thread_id)
         rows = await self._call(self._driver.steps(thread))
-        return [self._decode(payload, f"{thread}|step|{index}") for index, payload in rows]
+        return [(index, self._decode(payload, f"{thread}|step|{index}")) for index, payload in rows]
 
     async def delete_thread(self, thread_id: str) -> None:
         """Delete every record and step of the thread."""

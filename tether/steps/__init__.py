@@ -1,0 +1,38 @@
+"""The wrapper node layer: recorded models, durable tools, the step log, pins and budgets."""
+
+from tether.steps.budget import Budget, Price, with_budget
+from tether.steps.errors import (
+    BudgetExceededError,
+    NonDeterminismError,
+    StepsError,
+    ToolOutcomeUnknownError,
+    VersionMismatchError,
+)
+from tether.steps.log import Step, append_step, read_steps, read_steps_sync
+from tether.steps.model import RecordedModel, recorded
+from tether.steps.tools import DurableTool, ReconcileResult, durable_tool, idempotency_key
+from tether.steps.versions import VersionPins, graph_fingerprint, pin_versions
+
+__all__ = [
+    "Budget",
+    "BudgetExceededError",
+    "DurableTool",
+    "NonDeterminismError",
+    "Price",
+    "ReconcileResult",
+    "RecordedModel",
+    "Step",
+    "StepsError",
+    "ToolOutcomeUnknownError",
+    "VersionMismatchError",
+    "VersionPins",
+    "append_step",
+    "durable_tool",
+    "graph_fingerprint",
+    "idempotency_key",
+    "pin_versions",
+    "read_steps",
+    "read_steps_sync",
+    "recorded",
+    "with_budget",
+]

@@ -1,0 +1,107 @@
+"""Canonical hashes of call inputs and JSON encodings of recorded outputs."""
+
+from __future__ import annotations
+
+import hashlib
+import importlib
+import json
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from langchain_core.messages import BaseMessage, messages_from_dict, messages_to_dict
+from langchain_core.prompt_values import PromptValue
+from pydantic import BaseModel
+
+from tether.steps.errors import StepsError
+
+__all__ = ["canonical_hash", "decode_output", "encode_output", "message_fields"]
+
+# The parts of a message that make up what a model was asked; ids and provider
+# metadata are left out because they may differ between equal conversations.
+_MESSAGE_KEYS = ("content", "tool_calls", "tool_call_id", "name")
+
+
+def message_fields(message: BaseMessage) -> dict[str, Any]:
+    """The content-bearing fields of ``message``, for hashing."""
+    fields: dict[str, Any] = {"type": message.type}
+    for key in _MESSAGE_KEYS:
+        value = getattr(message, key, None)
+        if value:
+            if key == "tool_calls":
+                value = [{"name": c["name"], "args": c["args"], "id": c.get("id")} for c in value]
+            fields[key] = value
+    return fields
+
+
+def _plain(value: Any) -> Any:
+    if isinstance(value, BaseMessage):
+        return message_fields(value)
+    if isinstance(value, PromptValue):
+        return [message_fields(m) for m in value.to_messages()]
+    if isinstance(value, BaseModel):
+        return value.model_dump(mode="json")
+    if isinstance(value, Mapping):
+        return {str(k): _plain(v) for k, v in value.items()}
+    if isinstance(value, Sequence) and not isinstance(value, str | bytes):
+        return [_plain(v) for v in value]
+    if value is None or isinstance(value, str | int | float | bool):
+        return value
+    return repr(value)
+
+
+def canonical_hash(value: Any) -> str:
+    """A SHA-256 of ``value`` in canonical JSON (sorted keys, messages by content)."""
+    text = json.dumps(_plain(value), sort_keys=True, separators=(",", ":"), default=repr)
+    return hashlib.sha256(text.encode()).hexdigest()
+
+
+def encode_output(value: Any) -> dict[str, Any]:
+    """A JSON document that :func:`decode_output` turns back into ``value``.
+
+    Messages keep their type, ids, tool calls and usage; pydantic models keep
+    their class; anything else must already be JSON.
+    """
+    if isinstance(value, BaseMessage):
+        return {"message": messages_to_dict([value])[0]}
+    if isinstance(value, BaseModel):
+        cls = type(value)
+        return {
+            "model": f"{cls.__module__}:{cls.__qualname__}",
+            "data": value.model_dump(mode="json"),
+        }
+    try:
+        json.dumps(value, allow_nan=False)
+    except (TypeError, ValueError) as exc:
+        raise StepsError(
+            f"cannot record a {type(value).__name__} result ({exc}); return a message, a "
+            "pydantic model, or JSON (str, numbers, bools, None, lists, dicts)"
+        ) from exc
+    return {"json": value}
+
+
+def decode_output(doc: dict[str, Any], schema: type[BaseModel] | None = None) -> Any:
+    """The value :func:`encode_output` encoded, rebuilt.
+
+    Args:
+        doc: The stored document.
+        schema: The pydantic class to rebuild a model with (else its recorded path).
+    """
+    if "message" in doc:
+        return messages_from_dict([doc["message"]])[0]
+    if "model" in doc:
+        cls = schema or _import(doc["model"])
+        return cls.model_validate(doc["data"])
+    return doc["json"]
+
+
+def _import(path: str) -> type[BaseModel]:
+    module, _, qualname = path.partition(":")
+    target: Any = importlib.import_module(module)
+    for part in qualname.split("."):
+        target = getattr(target, part, None)
+        if target is None:
+            raise StepsError(
+                f"the recorded output's class {path} cannot be imported; define it at module "
+                "level so a resumed run can rebuild the recorded value"
+            )
+    return target  # type: ignore[no-any-return]

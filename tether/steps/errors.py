@@ -1,0 +1,86 @@
+"""The errors the wrapper node layer raises; each names the step and the fix."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from tether.errors import TetherError
+
+__all__ = [
+    "BudgetExceededError",
+    "NonDeterminismError",
+    "StepsError",
+    "ToolOutcomeUnknownError",
+    "VersionMismatchError",
+]
+
+
+class StepsError(TetherError):
+    """Base class of the wrapper node layer's errors."""
+
+
+class NonDeterminismError(StepsError):
+    """A replayed call's input differs from the one recorded for the same step.
+
+    Attributes:
+        step: The step's record key (thread, namespace, task, call index).
+        recorded_hash: The input hash stored when the step first ran.
+        current_hash: The input hash of the call being replayed.
+    """
+
+    def __init__(self, step: str, recorded_hash: str, current_hash: str, what: str) -> None:
+        self.step = step
+        self.recorded_hash = recorded_hash
+        self.current_hash = current_hash
+        super().__init__(
+            f"non-deterministic {what} at step {step!r}: the recorded input hash is "
+            f"{recorded_hash} but this call's input hashes to {current_hash}. The node must "
+            "make the same calls with the same inputs when it is replayed; move anything "
+            "random or time-dependent into a recorded step, or fork the thread to change course"
+        )
+
+
+class ToolOutcomeUnknownError(StepsError):
+    """A tool was claimed but never committed, and nothing can tell whether it ran."""
+
+    def __init__(self, tool: str, step: str) -> None:
+        self.tool = tool
+        self.step = step
+        super().__init__(
+            f"tool {tool!r} (step {step!r}) started before a crash and its outcome is unknown: "
+            "it takes no idempotency_key and declares no reconcile hook, so tether will not "
+            "assume it did not happen. Give it an idempotency_key parameter, a "
+            "reconcile(args, key) hook that reads the outside world back, or declare it "
+            "safe_to_retry=True if running it twice is harmless"
+        )
+
+
+class VersionMismatchError(StepsError):
+    """A run pinned to one version of the graph, prompt, model or tools resumed on another."""
+
+    def __init__(self, thread_id: str, changes: dict[str, tuple[Any, Any]]) -> None:
+        self.thread_id = thread_id
+        self.changes = changes
+        listed = "; ".join(f"{what}: {old!r} -> {new!r}" for what, (old, new) in changes.items())
+        super().__init__(
+            f"thread {thread_id!r} was started with other versions and its policy is 'pinned': "
+            f"{listed}. Resume it with the versions it started with, or pin the graph with "
+            "policy='migrate' to continue and record a version-change step"
+        )
+
+
+class BudgetExceededError(StepsError):
+    """A run spent its budget and its policy is ``on_exceed="stop"``.
+
+    The run ends here; its checkpointed state (``graph.get_state``) holds the
+    partial result, and the step log ends with a ``budget`` step.
+    """
+
+    def __init__(self, root: str, spent: dict[str, float], limits: dict[str, Any]) -> None:
+        self.root = root
+        self.spent = spent
+        self.limits = limits
+        super().__init__(
+            f"run {root!r} exceeded its budget (spent {spent}, limits {limits}) and its policy "
+            "is 'stop'; its partial result is in the checkpointed state"
+        )

@@ -1,0 +1,149 @@
+"""Where a recorded call happens: the running node's thread, namespace, task and store.
+
+Everything comes from the node's config, which LangGraph hands to every
+runnable the node calls (the ``configurable`` values propagate unchanged).
+"""
+
+from __future__ import annotations
+
+import itertools
+import os
+import socket
+import threading
+from collections import OrderedDict
+from dataclasses import dataclass, field
+from typing import Any
+
+from langchain_core.runnables import RunnableConfig, ensure_config
+from langgraph._internal._constants import (
+    CONFIG_KEY_CHECKPOINT_NS,
+    CONFIG_KEY_CHECKPOINTER,
+    CONFIG_KEY_RUNTIME,
+    CONFIG_KEY_SCRATCHPAD,
+    CONFIG_KEY_TASK_ID,
+    CONFIG_KEY_THREAD_ID,
+)
+from langgraph.checkpoint.base import BaseCheckpointSaver
+
+from tether.store import RecordStore, store_for
+
+__all__ = [
+    "BUDGET_KEY",
+    "PINS_KEY",
+    "ROOT_KEY",
+    "TENANT_KEY",
+    "NodeScope",
+    "node_scope",
+    "worker_id",
+]
+
+# Configurable keys tether reads; the first two are set by with_budget/pin_versions.
+BUDGET_KEY = "__tether_budget"
+PINS_KEY = "__tether_pins"
+# Set these in your config to share a budget across forked threads / name a tenant.
+ROOT_KEY = "tether_root_thread_id"
+TENANT_KEY = "tenant_id"
+
+_WORKER = f"{socket.gethostname()}:{os.getpid()}"
+
+
+def worker_id() -> str:
+    """``hostname:pid`` of this process."""
+    return _WORKER
+
+
+class _Calls:
+    """Counters for one execution (one attempt) of one node."""
+
+    def __init__(self) -> None:
+        self._next = itertools.count()
+        self._lock = threading.Lock()
+        self._seen: dict[str, int] = {}
+
+    def next_index(self) -> int:
+        return next(self._next)
+
+    def occurrence(self, name: str) -> int:
+        with self._lock:
+            n = self._seen.get(name, 0)
+            self._seen[name] = n + 1
+            return n
+
+
+# One _Calls per node execution, found by the identity of an object LangGraph
+# creates afresh for every attempt of every task (the task's Runtime). Entries
+# hold that object, so its id cannot be reused while the entry lives.
+_executions: OrderedDict[int, tuple[object, _Calls]] = OrderedDict()
+_executions_lock = threading.Lock()
+_MAX_EXECUTIONS = 4096
+
+
+def _calls_for(anchor: object) -> _Calls:
+    with _executions_lock:
+        entry = _executions.get(id(anchor))
+        if entry is None or entry[0] is not anchor:
+            entry = (anchor, _Calls())
+            _executions[id(anchor)] = entry
+            if len(_executions) > _MAX_EXECUTIONS:
+                _executions.popitem(last=False)
+        return entry[1]
+
+
+@dataclass
+class NodeScope:
+    """The running node execution a recorded call belongs to."""
+
+    config: RunnableConfig
+    checkpointer: BaseCheckpointSaver[Any]
+    store: RecordStore
+    thread_id: str
+    checkpoint_ns: str
+    task_id: str
+    node: str
+    attempt: int
+    calls: _Calls = field(repr=False)
+
+    @property
+    def configurable(self) -> dict[str, Any]:
+        return self.config.get("configurable", {})
+
+    @property
+    def root(self) -> str:
+        """The run a budget is charged to: ``tether_root_thread_id`` or the thread."""
+        return str(self.configurable.get(ROOT_KEY) or self.thread_id)
+
+    @property
+    def tenant(self) -> str:
+        return str(self.configurable.get(TENANT_KEY) or "")
+
+    def step_key(self, suffix: str) -> str:
+        """A record key unique to this thread, namespace, task and ``suffix``."""
+        return f"{self.thread_id}|{self.checkpoint_ns}|{self.task_id}|{suffix}"
+
+
+def node_scope(config: RunnableConfig | None = None) -> NodeScope | None:
+    """The node execution the current call runs in, or ``None`` outside a graph run.
+
+    Also ``None`` when the graph has no checkpointer: nothing can be recorded.
+    """
+    merged = ensure_config(config)
+    conf = merged.get("configurable", {})
+    saver = conf.get(CONFIG_KEY_CHECKPOINTER)
+    task_id = conf.get(CONFIG_KEY_TASK_ID)
+    thread_id = conf.get(CONFIG_KEY_THREAD_ID)
+    if not isinstance(saver, BaseCheckpointSaver) or not task_id or thread_id is None:
+        return None
+    runtime = conf.get(CONFIG_KEY_RUNTIME)
+    info = getattr(runtime, "execution_info", None)
+    anchor = runtime if runtime is not None else conf.get(CONFIG_KEY_SCRATCHPAD)
+    return NodeScope(
+        config=merged,
+        checkpointer=saver,
+        store=store_for(saver),
+        thread_id=str(thread_id),
+        checkpoint_ns=str(conf.get(CONFIG_KEY_CHECKPOINT_NS) or ""),
+        task_id=str(task_id),
+        node=str(merged.get("metadata", {}).get("langgraph_node", "")),
+        attempt=int(getattr(info, "node_attempt", 1) or 1),
+        calls=_calls_for(anchor if anchor is not None else task_id),
+    )

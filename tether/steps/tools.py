@@ -1,0 +1,372 @@
+"""Durable tools: a tool call inside a graph node is claimed, run once, and recorded.
+
+``durable_tool`` turns a function (or an existing LangChain tool) into a
+LangChain ``BaseTool`` for ``ToolNode`` or ``create_react_agent``. Each call is
+keyed like a recorded model call (thread, namespace, the node's task id) plus
+the model's tool-call id, or the canonical args hash when there is none.
+
+The protocol is claim -> execute -> commit. A committed result is replayed. A
+call that was claimed but never committed (the process died in between) is run
+again only when that is known to be safe: the tool takes an ``idempotency_key``
+(the same key on every retry and worker, so the outside system deduplicates),
+or its ``reconcile(args, key)`` hook read the outside world back and found
+nothing, or it was declared ``safe_to_retry``. Otherwise tether refuses with
+:class:`ToolOutcomeUnknownError`; it never assumes the action did not happen.
+"""
+
+from __future__ import annotations
+
+import contextvars
+import hashlib
+import inspect
+import json
+import time
+import uuid
+from collections.abc import Awaitable, Callable, Coroutine
+from dataclasses import dataclass
+from typing import Any, TypeVar
+
+from langchain_core.runnables import RunnableConfig
+from langchain_core.tools import BaseTool, StructuredTool
+from langchain_core.utils.function_calling import convert_to_openai_tool
+from pydantic import BaseModel, ConfigDict, create_model
+
+from tether.crashtest.points import crash_point
+from tether.steps.codec import canonical_hash, decode_output, encode_output
+from tether.steps.errors import NonDeterminismError, StepsError, ToolOutcomeUnknownError
+from tether.steps.log import step_document
+from tether.steps.recording import ensure_logged, mark_logged
+from tether.steps.scope import NodeScope, node_scope, worker_id
+from tether.steps.versions import ensure_pins
+
+__all__ = ["DurableTool", "ReconcileResult", "durable_tool", "idempotency_key"]
+
+T = TypeVar("T")
+KEY_PARAM = "idempotency_key"
+_tool_call_id: contextvars.ContextVar[str | None] = contextvars.ContextVar(
+    "tether_tool_call_id", default=None
+)
+
+
+@dataclass(frozen=True)
+class ReconcileResult:
+    """What a ``reconcile`` hook returns when the action did happen.
+
+    Attributes:
+        output: The tool's result as read back from the outside world; the
+            run continues with it as if the tool had returned it.
+    """
+
+    output: Any
+
+
+Reconcile = Callable[
+    [dict[str, Any], str], "ReconcileResult | None | Awaitable[ReconcileResult | None]"
+]
+
+
+def idempotency_key(tenant: str, thread_id: str, step: str, tool: str, args_hash: str) -> str:
+    """The key a tool gets: the same for the same (tenant, thread, step, tool, args)."""
+    digest = hashlib.sha256("|".join((tenant, thread_id, step, tool, args_hash)).encode())
+    return "tether-" + digest.hexdigest()[:40]
+
+
+def _hide_key(schema: Any) -> Any:
+    """``schema`` without the ``idempotency_key`` field, so the model never sees it."""
+    if isinstance(schema, dict):
+        hidden = json.loads(json.dumps(schema))
+        hidden.get("properties", {}).pop(KEY_PARAM, None)
+        if KEY_PARAM in hidden.get("required", []):
+            hidden["required"].remove(KEY_PARAM)
+        return hidden
+    if isinstance(schema, type) and issubclass(schema, BaseModel):
+        fields = {n: (f.annotation, f) for n, f in schema.model_fields.items() if n != KEY_PARAM}
+        return create_model(schema.__name__, __doc__=schema.__doc__, **fields)  # type: ignore[call-overload]
+    return schema
+
+
+@dataclass(frozen=True)
+class _Call:
+    scope: NodeScope
+    key: str
+    args: dict[str, Any]
+    args_hash: str
+    idempotency_key: str
+
+
+class DurableTool(BaseTool):
+    """A LangChain tool whose calls inside graph nodes are claimed, run once and recorded.
+
+    Build it with :func:`durable_tool`.
+    """
+
+    model_config = ConfigDict(arbitrary_types_allowed=True)
+
+    inner: BaseTool
+    reconcile: Any = None
+    version: str = ""
+    safe_to_retry: bool = False
+    takes_key: bool = False
+
+    # -- entry points: remember the model's tool-call id for the step key -------
+    def invoke(self, input: Any, config: RunnableConfig | None = None, **kwargs: Any) -> Any:
+        token = _tool_call_id.set(input.get("id") if _is_tool_call(input) else None)
+        try:
+            return super().invoke(input, config, **kwargs)
+        finally:
+            _tool_call_id.reset(token)
+
+    async def ainvoke(self, input: Any, config: RunnableConfig | None = None, **kwargs: Any) -> Any:
+        token = _tool_call_id.set(input.get("id") if _is_tool_call(input) else None)
+        try:
+            return await super().ainvoke(input, config, **kwargs)
+        finally:
+            _tool_call_id.reset(token)
+
+    # -- the protocol (one async implementation) ----------------------------------
+    def _call(self, scope: NodeScope, args: dict[str, Any]) -> _Call:
+        args_hash = canonical_hash(args)
+        call_id = _tool_call_id.get()
+        suffix = (
+            f"tool.{self.name}.{call_id}"
+            if call_id
+            else f"tool.{self.name}.{args_hash[:16]}.{scope.calls.occurrence(args_hash)}"
+        )
+        key = scope.step_key(suffix)
+        return _Call(
+            scope,
+            key,
+            args,
+            args_hash,
+            idempotency_key(scope.tenant, scope.thread_id, key, self.name, args_hash),
+        )
+
+    async def _plan(self, call: _Call) -> tuple[str, Any]:
+        """``("replay", output)``, ``("run", None)`` or ``("reconcile", None)``."""
+        scope, store = call.scope, call.scope.store
+        await ensure_pins(scope)
+        claim = {
+            "state": "claimed",
+            "tool": self.name,
+            "args_hash": call.args_hash,
+            "idempotency_key": call.idempotency_key,
+            "claimed_at": time.time(),
+            "attempt": scope.attempt,
+            "worker_id": worker_id(),
+        }
+        if await store.insert("tool", call.key, claim, thread_id=scope.thread_id):
+            return "run", None
+        record = await store.get("tool", call.key)
+        value = record.value if record else claim
+        if value["args_hash"] != call.args_hash:
+            raise NonDeterminismError(call.key, value["args_hash"], call.args_hash, "tool call")
+        if value["state"] == "done":
+            await ensure_logged(store, scope.thread_id, call.key, self._step(call.key, value))
+            return "replay", decode_output(value["output"])
+        if value["state"] == "failed" or self.takes_key or self.safe_to_retry:
+            return "run", None
+        if self.reconcile is not None:
+            return "reconcile", None
+        raise ToolOutcomeUnknownError(self.name, call.key)
+
+    async def _commit(self, call: _Call, output: Any, started: float, how: str) -> None:
+        scope = call.scope
+        try:
+            encoded = encode_output(output)
+        except StepsError:  # e.g. an object the tool returned; the model sees its text anyway
+            encoded = encode_output(str(output))
+        value = {
+            "state": "done",
+            "tool": self.name,
+            "args_hash": call.args_hash,
+            "idempotency_key": call.idempotency_key,
+            "output": encoded,
+            "how": how,
+            "node": scope.node,
+            "task_id": scope.task_id,
+            "attempt": scope.attempt,
+            "version": self.version,
+            "started_at": started,
+            "ended_at": time.time(),
+        }
+        await scope.store.upsert("tool", call.key, value, thread_id=scope.thread_id)
+        await scope.store.append_step(scope.thread_id, self._step(call.key, value))
+        mark_logged(scope.store, scope.thread_id, call.key)
+
+    async def _fail(self, call: _Call, error: BaseException) -> None:
+        value = {
+            "state": "failed",
+            "tool": self.name,
+            "args_hash": call.args_hash,
+            "idempotency_key": call.idempotency_key,
+            "error": repr(error)[:2000],
+        }
+        await call.scope.store.upsert("tool", call.key, value, thread_id=call.scope.thread_id)
+
+    def _step(self, key: str, value: dict[str, Any]) -> dict[str, Any]:
+        return step_document(
+            "tool",
+            name=self.name,
+            node=value.get("node", ""),
+            task_id=value.get("task_id", ""),
+            input_hash=value["args_hash"],
+            output_ref=("tool", key),
+            tool_schema_version=self.version,
+            started_at=value.get("started_at"),
+            ended_at=value.get("ended_at"),
+            attempt=value.get("attempt", 1),
+            key=key,
+            detail={"how": value.get("how", "run")},
+        )
+
+    def _inputs(self, call: _Call) -> dict[str, Any]:
+        return {**call.args, KEY_PARAM: call.idempotency_key} if self.takes_key else call.args
+
+    def _direct(self, args: dict[str, Any]) -> dict[str, Any]:
+        # Outside a graph nothing is recorded; a key-taking tool gets a one-off key.
+        return {**args, KEY_PARAM: f"tether-adhoc-{uuid.uuid4().hex}"} if self.takes_key else args
+
+    # -- sync -----------------------------------------------------------------------
+    def _run(self, *, config: RunnableConfig, **args: Any) -> Any:
+        scope = node_scope(config)
+        if scope is None:
+            return self.inner.invoke(self._direct(args), config)
+        call = self._call(scope, args)
+
+        def run(coro: Coroutine[Any, Any, T]) -> T:
+            return scope.store._run_sync(coro, "tool step")
+
+        action, output = run(self._plan(call))
+        if action == "replay":
+            return output
+        if action == "reconcile":
+            found = self.reconcile(dict(call.args), call.idempotency_key)
+            if inspect.isawaitable(found):
+                raise StepsError(
+                    f"tool {self.name!r} has an async reconcile hook; call it "
+                    "with ainvoke (async graphs) or make the hook sync"
+                )
+            if found is not None:
+                result = found.output if isinstance(found, ReconcileResult) else found
+                run(self._commit(call, result, time.time(), "reconciled"))
+                return result
+        crash_point("tool.before")
+        started = time.time()
+        try:
+            output = self.inner.invoke(self._inputs(call), config)
+        except Exception as exc:
+            run(self._fail(call, exc))
+            raise
+        run(self._commit(call, output, started, "run"))
+        crash_point("tool.after")
+        return output
+
+    # -- async ----------------------------------------------------------------------
+    async def _arun(self, *, config: RunnableConfig, **args: Any) -> Any:
+        scope = node_scope(config)
+        if scope is None:
+            return await self.inner.ainvoke(self._direct(args), config)
+        call = self._call(scope, args)
+        action, output = await self._plan(call)
+        if action == "replay":
+            return output
+        if action == "reconcile":
+            found = self.reconcile(dict(call.args), call.idempotency_key)
+            if inspect.isawaitable(found):
+                found = await found
+            if found is not None:
+                result = found.output if isinstance(found, ReconcileResult) else found
+                await self._commit(call, result, time.time(), "reconciled")
+                return result
+        crash_point("tool.before")
+        started = time.time()
+        try:
+            output = await self.inner.ainvoke(self._inputs(call), config)
+        except Exception as exc:
+            await self._fail(call, exc)
+            raise
+        await self._commit(call, output, started, "run")
+        crash_point("tool.after")
+        return output
+
+
+def _is_tool_call(value: Any) -> bool:
+    return isinstance(value, dict) and value.get("type") == "tool_call" and "args" in value
+
+
+def _as_tool(func_or_tool: Any, name: str | None) -> BaseTool:
+    if isinstance(func_or_tool, BaseTool):
+        return func_or_tool
+    if not callable(func_or_tool):
+        raise TypeError(
+            f"durable_tool() wraps a function or a LangChain BaseTool, got "
+            f"{type(func_or_tool).__name__}"
+        )
+    if inspect.iscoroutinefunction(func_or_tool):
+        return StructuredTool.from_function(coroutine=func_or_tool, name=name)
+    return StructuredTool.from_function(func=func_or_tool, name=name)
+
+
+def _wrap(
+    func_or_tool: Any, name: str | None, reconcile: Any, version: str | None, safe_to_retry: bool
+) -> DurableTool:
+    if isinstance(func_or_tool, DurableTool):
+        raise TypeError(f"tool {func_or_tool.name!r} is already durable")
+    if reconcile is not None and not callable(reconcile):
+        raise TypeError("reconcile must be a callable reconcile(args: dict, key: str)")
+    inner = _as_tool(func_or_tool, name)
+    schema = _hide_key(inner.args_schema)
+    takes_key = KEY_PARAM in inner.args
+    tool = DurableTool(
+        name=name or inner.name,
+        description=inner.description,
+        args_schema=schema,
+        return_direct=inner.return_direct,
+        inner=inner,
+        reconcile=reconcile,
+        safe_to_retry=safe_to_retry,
+        takes_key=takes_key,
+        version=version or "",
+    )
+    if not version:
+        visible = json.dumps(convert_to_openai_tool(tool), sort_keys=True)
+        tool.version = hashlib.sha256(visible.encode()).hexdigest()[:12]
+    return tool
+
+
+def durable_tool(
+    func_or_tool: Any = None,
+    *,
+    name: str | None = None,
+    reconcile: Reconcile | None = None,
+    version: str | None = None,
+    safe_to_retry: bool = False,
+) -> Any:
+    """Make a tool durable: claimed, run once, recorded, replayed.
+
+    Use as ``@durable_tool``, ``@durable_tool(reconcile=...)`` or
+    ``durable_tool(existing_langchain_tool)``.
+
+    Args:
+        func_or_tool: A function (sync or async; its docstring is the description)
+            or a LangChain ``BaseTool``.
+        name: The tool's name (default: the function's or tool's name).
+        reconcile: ``reconcile(args, key) -> ReconcileResult | None`` for a tool
+            that cannot take an ``idempotency_key``: after a crash between claim
+            and commit it reads the outside world back. A result means the action
+            happened (the run continues with it); ``None`` means it did not (the
+            tool runs). It may be async.
+        version: The tool's schema version, recorded on each step (default: a
+            hash of the schema the model sees).
+        safe_to_retry: The tool may run twice without harm (e.g. a pure read).
+
+    Returns:
+        A ``DurableTool`` (a LangChain ``BaseTool``), or a decorator.
+
+    A function that accepts ``idempotency_key`` gets one derived from (tenant,
+    thread, step, tool name, args hash): the same on every retry and worker. It
+    is hidden from the schema the model sees.
+    """
+    if func_or_tool is None:
+        return lambda f: _wrap(f, name, reconcile, version, safe_to_retry)
+    return _wrap(func_or_tool, name, reconcile, version, safe_to_retry)
