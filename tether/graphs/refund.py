@@ -219,11 +219,7 @@ def build_refund_graph(
     tools = refund_tools(provider)
     if model is None:
         model = ScriptedChatModel(rules=refund_script(), calls_file=str(workdir / CALLS_FILE))
-    chat = recorded(
-        model.bind_tools(tools),
-        model_id=getattr(model, "model_name", None),
-        prompt_version=PROMPT_VERSION,
-    )
+    chat = recorded(model, prompt_version=PROMPT_VERSION).bind_tools(tools)
 
     async def agent(state: RefundState) -> dict[str, Any]:
         reply = await chat.ainvoke([SystemMessage(SYSTEM_PROMPT), *state["messages"]])

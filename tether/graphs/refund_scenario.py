@@ -94,7 +94,7 @@ def _look_up(messages: Conversation) -> AIMessage:
 
 def _propose(messages: Conversation) -> AIMessage:
     order = _tool_json(messages, "lookup_order")
-    if order is None:
+    if order is None or "error" in order:
         return AIMessage(content=f"I could not find that order: {last_tool_result(messages)}")
     amount = order["amount_cents"]
     return AIMessage(
