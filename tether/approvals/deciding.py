@@ -1,0 +1,194 @@
+"""The I/O of deciding: :func:`decide` (async) and :func:`decide_sync` (its thin sync twin).
+
+See :mod:`tether.approvals.decisions` for the checks and the exactly-once rule.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from datetime import datetime
+from typing import Any
+
+from langchain_core.runnables import RunnableConfig
+from langgraph.checkpoint.base import BaseCheckpointSaver
+from langgraph.pregel import Pregel
+
+from tether.approvals.audit import audit_document
+from tether.approvals.decisions import (
+    DecisionResult,
+    build_decision,
+    check_request,
+    interrupt_id_for,
+    not_pending,
+    result_of,
+    resume_command,
+)
+from tether.approvals.errors import AlreadyDecidedError, ApprovalConfigError
+from tether.approvals.request import APPROVAL_KIND, DECISION_KIND, ApprovalRequest
+from tether.store import store_for
+
+__all__ = ["decide", "decide_sync", "settle", "settle_sync"]
+
+
+def _config(thread_id: str) -> RunnableConfig:
+    return {"configurable": {"thread_id": thread_id}}
+
+
+def _check_graph(graph: Any) -> Pregel[Any, Any, Any, Any]:
+    if not isinstance(graph, Pregel) or graph.checkpointer in (None, True, False):
+        raise ApprovalConfigError(
+            "graph= must be the compiled graph that runs the thread, compiled with the "
+            "checkpointer: builder.compile(checkpointer=saver)"
+        )
+    return graph
+
+
+def _decided_audit(request: ApprovalRequest, doc: dict[str, Any]) -> dict[str, Any]:
+    return audit_document(
+        request,
+        "decided",
+        by=doc["by"],
+        outcome=doc["decision"],
+        policy=doc["policy"],
+        reason=doc["reason"],
+        decided_args_sha256=doc["args_sha256"],
+    )
+
+
+def _lost_race(request: ApprovalRequest) -> AlreadyDecidedError:
+    return AlreadyDecidedError(
+        f"approval {request.approval_id} was decided by someone else a moment ago; this "
+        "decision was not recorded and did not resume the run"
+    )
+
+
+async def settle(
+    checkpointer: BaseCheckpointSaver[Any],
+    graph: Any,
+    request: ApprovalRequest,
+    doc: dict[str, Any],
+) -> DecisionResult:
+    """Store ``doc`` once (put-if-absent), audit it, and resume the run with it."""
+    graph = _check_graph(graph)
+    store = store_for(checkpointer)
+    config = _config(request.thread_id)
+    interrupt_id = interrupt_id_for(await graph.aget_state(config), request.approval_id)
+    if interrupt_id is None:
+        raise not_pending(request.approval_id, request.thread_id)
+    if not await store.insert(DECISION_KIND, request.approval_id, doc, thread_id=request.thread_id):
+        raise _lost_race(request)
+    await store.append_step(request.thread_id, _decided_audit(request, doc))
+    await graph.ainvoke(resume_command(interrupt_id, doc), config)
+    return result_of(request.approval_id, doc, await graph.aget_state(config))
+
+
+def settle_sync(
+    checkpointer: BaseCheckpointSaver[Any],
+    graph: Any,
+    request: ApprovalRequest,
+    doc: dict[str, Any],
+) -> DecisionResult:
+    """Sync twin of :func:`settle`."""
+    graph = _check_graph(graph)
+    store = store_for(checkpointer)
+    config = _config(request.thread_id)
+    interrupt_id = interrupt_id_for(graph.get_state(config), request.approval_id)
+    if interrupt_id is None:
+        raise not_pending(request.approval_id, request.thread_id)
+    if not store.sync.insert(DECISION_KIND, request.approval_id, doc, thread_id=request.thread_id):
+        raise _lost_race(request)
+    store.sync.append_step(request.thread_id, _decided_audit(request, doc))
+    graph.invoke(resume_command(interrupt_id, doc), config)
+    return result_of(request.approval_id, doc, graph.get_state(config))
+
+
+async def decide(
+    checkpointer: BaseCheckpointSaver[Any],
+    thread_id: str | None,
+    approval_id: str,
+    decision: str,
+    *,
+    graph: Any,
+    by: str,
+    roles: Iterable[str] = (),
+    args_sha256: str | None = None,
+    edited_args: dict[str, Any] | None = None,
+    reason: str | None = None,
+    now: datetime | None = None,
+) -> DecisionResult:
+    """Decide an approval request and resume the run that waits on it.
+
+    Args:
+        checkpointer: The checkpointer the run uses.
+        thread_id: The run's thread (``None``: take it from the stored request).
+        approval_id: The request's id (from the interrupt payload or ``list_approvals``).
+        decision: ``"approve"``, ``"edit"`` or ``"reject"``.
+        graph: The compiled graph that runs the thread (with the checkpointer).
+        by: Who decides.
+        roles: The decider's roles, as your identity provider states them.
+        args_sha256: The ``args_sha256`` the decider was shown; must match.
+        edited_args: For ``"edit"``: the arguments to run instead (validated).
+        reason: Why; shown to the agent on reject and edit, and audited.
+        now: The current time (injectable for tests).
+
+    Returns:
+        A :class:`DecisionResult` with what the thread waits on next.
+
+    Raises:
+        UnknownApprovalError, AlreadyDecidedError, ApproverNotAllowedError,
+        ApprovalExpiredError, ArgsHashMismatchError, InvalidEditError,
+        ApprovalNotPendingError: See :mod:`tether.approvals.decisions`.
+    """
+    store = store_for(checkpointer)
+    request = check_request(
+        thread_id,
+        approval_id,
+        await store.get(APPROVAL_KIND, approval_id),
+        await store.get(DECISION_KIND, approval_id),
+    )
+    doc = build_decision(
+        request,
+        decision,
+        by=by,
+        roles=tuple(roles),
+        args_sha256=args_sha256,
+        edited_args=edited_args,
+        reason=reason,
+        now=now,
+    )
+    return await settle(checkpointer, graph, request, doc)
+
+
+def decide_sync(
+    checkpointer: BaseCheckpointSaver[Any],
+    thread_id: str | None,
+    approval_id: str,
+    decision: str,
+    *,
+    graph: Any,
+    by: str,
+    roles: Iterable[str] = (),
+    args_sha256: str | None = None,
+    edited_args: dict[str, Any] | None = None,
+    reason: str | None = None,
+    now: datetime | None = None,
+) -> DecisionResult:
+    """Sync twin of :func:`decide` (not from the checkpointer's own event loop)."""
+    store = store_for(checkpointer)
+    request = check_request(
+        thread_id,
+        approval_id,
+        store.sync.get(APPROVAL_KIND, approval_id),
+        store.sync.get(DECISION_KIND, approval_id),
+    )
+    doc = build_decision(
+        request,
+        decision,
+        by=by,
+        roles=tuple(roles),
+        args_sha256=args_sha256,
+        edited_args=edited_args,
+        reason=reason,
+        now=now,
+    )
+    return settle_sync(checkpointer, graph, request, doc)

@@ -1,0 +1,237 @@
+"""``requires_approval``: a tool that asks a person first, when its risk policy says so.
+
+The gated tool keeps the wrapped tool's name, description and argument schema,
+so the model sees the same tool. When ``when(args)`` holds it calls
+``request_approval`` keyed by the tool call id, then:
+
+* approve: runs the tool with the approved arguments;
+* edit: runs it with the edited arguments; the result carries an ``approval``
+  note saying what changed, so the agent learns of the edit;
+* reject: does not run it; the result is a JSON observation with the reason,
+  so the agent adapts instead of retrying;
+* expired, ``SafeAlternative``: runs the proposed alternative;
+* expired, ``Stop``: does not run it; the result is a ``ToolMessage`` whose
+  artifact marks the stop (route on :func:`stopped_by_expiry` to end the run).
+
+Dispatch parallel tool calls as separate tasks (``Send``, as ``create_agent``
+does), so each pending approval is its own interrupt.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable, Mapping, Sequence
+from datetime import timedelta
+from typing import Any
+
+from langchain_core.messages import BaseMessage, ToolMessage
+from langchain_core.runnables import RunnableConfig
+from langchain_core.tools import BaseTool
+from pydantic import BaseModel, ConfigDict
+
+from tether.approvals.context import current_tool_call_id
+from tether.approvals.errors import ApprovalConfigError
+from tether.approvals.gate import arequest_approval, request_approval
+from tether.approvals.outcome import ApprovalOutcome
+from tether.approvals.policies import Approvers, ExpiryPolicy, expiry_policy
+from tether.approvals.request import Alternative
+from tether.approvals.schemas import register_args_schema
+
+__all__ = ["ApprovalGatedTool", "requires_approval", "stopped_by_expiry"]
+
+ArgsFn = Callable[[dict[str, Any]], Any]
+STOP_ARTIFACT = "tether_approval_stop"
+
+
+def _text(value: str | ArgsFn, args: dict[str, Any]) -> str:
+    return str(value(args)) if callable(value) else value
+
+
+def _annotate(result: Any, outcome: ApprovalOutcome) -> Any:
+    """Attach the approval note to a tool result the agent will read."""
+    if outcome.decision == "approve":
+        return result
+    note = outcome.to_dict()
+    if isinstance(result, dict):
+        return {**result, "approval": note}
+    if isinstance(result, str):
+        try:
+            parsed = json.loads(result)
+        except json.JSONDecodeError:
+            parsed = None
+        if isinstance(parsed, dict):
+            return json.dumps({**parsed, "approval": note})
+        return f"{outcome.observation}\n{result}"
+    return result
+
+
+def stopped_by_expiry(messages: Sequence[BaseMessage]) -> bool:
+    """Whether the latest tool results include an expired approval whose policy is stop."""
+    for message in reversed(messages):
+        if not isinstance(message, ToolMessage):
+            break
+        if isinstance(message.artifact, dict) and message.artifact.get(STOP_ARTIFACT):
+            return True
+    return False
+
+
+class ApprovalGatedTool(BaseTool):
+    """A tool wrapped by :func:`requires_approval` (see the module docstring)."""
+
+    model_config = ConfigDict(arbitrary_types_allowed=True)
+
+    inner: BaseTool
+    approvers: Approvers | Callable[[dict[str, Any]], Approvers]
+    expires_in: timedelta
+    on_expiry: Any
+    why: Any
+    affects: Any = ""
+    if_denied: Any = ""
+    when: Callable[[dict[str, Any]], bool] | None = None
+    observe: Callable[[dict[str, Any]], Any] | None = None
+    depends_on: Mapping[str, Callable[[dict[str, Any]], Any]] = {}
+    alternative: Callable[[dict[str, Any]], Alternative | None] | None = None
+    alternative_tools: Sequence[BaseTool] = ()
+
+    # -- tool call id: keyed approvals -------------------------------------------------
+    def invoke(self, input: Any, config: RunnableConfig | None = None, **kwargs: Any) -> Any:
+        """Run the tool (capturing the tool call id that keys the approval)."""
+        token = current_tool_call_id.set(_call_id(input))
+        try:
+            return super().invoke(input, config, **kwargs)
+        finally:
+            current_tool_call_id.reset(token)
+
+    async def ainvoke(self, input: Any, config: RunnableConfig | None = None, **kwargs: Any) -> Any:
+        """Async twin of :meth:`invoke`."""
+        token = current_tool_call_id.set(_call_id(input))
+        try:
+            return await super().ainvoke(input, config, **kwargs)
+        finally:
+            current_tool_call_id.reset(token)
+
+    # -- the gate ----------------------------------------------------------------------
+    def _gate_kwargs(self, args: dict[str, Any], config: RunnableConfig) -> dict[str, Any]:
+        approvers = self.approvers(args) if callable(self.approvers) else self.approvers
+        schema = self.inner.args_schema
+        return {
+            "why": _text(self.why, args),
+            "affects": _text(self.affects, args),
+            "if_denied": _text(self.if_denied, args),
+            "approvers": approvers,
+            "expires_in": self.expires_in,
+            "on_expiry": self.on_expiry,
+            "observations": (lambda: self.observe(args)) if self.observe else None,
+            "depends_on": {k: _bind(r, args) for k, r in self.depends_on.items()},
+            "alternative": self.alternative(args) if self.alternative else None,
+            "args_schema": schema if isinstance(schema, type) else None,
+            "config": config,
+        }
+
+    def _target(self, outcome: ApprovalOutcome) -> BaseTool:
+        if outcome.action == self.name:
+            return self.inner
+        for tool in self.alternative_tools:
+            if tool.name == outcome.action:
+                return tool
+        raise ApprovalConfigError(
+            f"the alternative action {outcome.action!r} of {self.name!r} is not a tool the gate "
+            "knows; pass it in alternative_tools=[...]"
+        )
+
+    def _settled(self, outcome: ApprovalOutcome) -> Any:
+        body = json.dumps({"status": outcome.decision, **outcome.to_dict()})
+        if outcome.stop:
+            return ToolMessage(
+                content=body,
+                tool_call_id=current_tool_call_id.get() or outcome.approval_id,
+                name=self.name,
+                artifact={STOP_ARTIFACT: True, "approval_id": outcome.approval_id},
+            )
+        return body
+
+    def _run(self, config: RunnableConfig, **kwargs: Any) -> Any:
+        if self.when is not None and not self.when(kwargs):
+            return self.inner.invoke(kwargs, config)
+        outcome = request_approval(self.name, kwargs, **self._gate_kwargs(kwargs, config))
+        if outcome.args is None:
+            return self._settled(outcome)
+        return _annotate(self._target(outcome).invoke(outcome.args, config), outcome)
+
+    async def _arun(self, config: RunnableConfig, **kwargs: Any) -> Any:
+        if self.when is not None and not self.when(kwargs):
+            return await self.inner.ainvoke(kwargs, config)
+        outcome = await arequest_approval(self.name, kwargs, **self._gate_kwargs(kwargs, config))
+        if outcome.args is None:
+            return self._settled(outcome)
+        return _annotate(await self._target(outcome).ainvoke(outcome.args, config), outcome)
+
+
+def _call_id(input: Any) -> str | None:
+    if isinstance(input, dict) and input.get("type") == "tool_call":
+        return str(input.get("id")) if input.get("id") else None
+    return None
+
+
+def _bind(reader: Callable[[dict[str, Any]], Any], args: dict[str, Any]) -> Callable[[], Any]:
+    return lambda: reader(args)
+
+
+def requires_approval(
+    tool: BaseTool,
+    *,
+    approvers: Approvers | Callable[[dict[str, Any]], Approvers],
+    why: str | ArgsFn,
+    expires_in: timedelta,
+    on_expiry: ExpiryPolicy | str,
+    when: Callable[[dict[str, Any]], bool] | None = None,
+    affects: str | ArgsFn = "",
+    if_denied: str | ArgsFn = "",
+    observe: Callable[[dict[str, Any]], Any] | None = None,
+    depends_on: Mapping[str, Callable[[dict[str, Any]], Any]] | None = None,
+    alternative: Callable[[dict[str, Any]], Alternative | None] | None = None,
+    alternative_tools: Sequence[BaseTool] = (),
+) -> ApprovalGatedTool:
+    """Wrap ``tool`` so it needs a person's approval when ``when(args)`` holds (default: always).
+
+    Args:
+        tool: The tool (its ``args_schema`` validates edits).
+        approvers: Who may decide, or a function of the arguments returning it.
+        why: Why the agent wants this (text, or a function of the arguments).
+        expires_in: How long a request stays open.
+        on_expiry: ``Escalate(...)``, ``Stop()`` or ``SafeAlternative()``.
+        when: The risk policy: a predicate on the arguments.
+        affects: What the action changes.
+        if_denied: What happens if it is rejected.
+        observe: The observations shown to the approver, from the arguments.
+        depends_on: Readers (taking the arguments) of the versions of the records
+            the action depends on; a change voids the approval.
+        alternative: The safe alternative to propose, from the arguments.
+        alternative_tools: Tools an alternative may name besides this one.
+
+    Raises:
+        ApprovalConfigError: A bad policy (approve-on-timeout, a non-positive expiry...).
+    """
+    expiry_policy(on_expiry)  # fail at build time, not at the first risky call
+    if not isinstance(expires_in, timedelta) or expires_in <= timedelta(0):
+        raise ApprovalConfigError(f"expires_in must be a positive timedelta, got {expires_in!r}")
+    schema = tool.args_schema
+    if isinstance(schema, type) and issubclass(schema, BaseModel):
+        register_args_schema(tool.name, schema)
+    return ApprovalGatedTool(
+        name=tool.name,
+        description=tool.description,
+        args_schema=tool.args_schema,
+        inner=tool,
+        approvers=approvers,
+        expires_in=expires_in,
+        on_expiry=on_expiry,
+        why=why,
+        affects=affects,
+        if_denied=if_denied,
+        when=when,
+        observe=observe,
+        depends_on=dict(depends_on or {}),
+        alternative=alternative,
+        alternative_tools=list(alternative_tools),
+    )
