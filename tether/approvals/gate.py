@@ -396,7 +396,7 @@ def _call_sync(fn: Callable[[], Any], what: str) -> Any:
     return value
 
 
-def _perform_sync(op: _Op, spec: ApprovalSpec, store: RecordStore) -> Any:
+def _perform_sync(op: _Op, spec: ApprovalSpec, store: RecordStore) -> Any:  # noqa: PLR0911 - one return per operation kind
     if isinstance(op, _Interrupt):
         return interrupt(op.payload)
     if isinstance(op, _Observe):
@@ -421,7 +421,7 @@ async def _await_maybe(fn: Callable[[], Any]) -> Any:
     return await value if inspect.isawaitable(value) else value
 
 
-async def _perform_async(op: _Op, spec: ApprovalSpec, store: RecordStore) -> Any:
+async def _perform_async(op: _Op, spec: ApprovalSpec, store: RecordStore) -> Any:  # noqa: PLR0911 - one return per operation kind
     if isinstance(op, _Interrupt):
         return interrupt(op.payload)
     if isinstance(op, _Observe):
