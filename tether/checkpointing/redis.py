@@ -68,6 +68,10 @@ _OPTIONS = {"key_prefix", "ttl", "connect_timeout"}
 # Module names as MODULE LIST reports them -> the name users know.
 _REQUIRED_MODULES = {"search": "RediSearch", "ReJSON": "RedisJSON"}
 _PAGE = 1000  # documents per FT.SEARCH page and keys per pipeline
+# RediSearch stops a query after its TIMEOUT (500 ms by default) and, with its
+# default ON_TIMEOUT policy, returns the partial result as if complete: a busy
+# server would make a delete miss keys. Our queries ask for this long instead.
+_SEARCH_TIMEOUT_MS = 60_000
 # Metadata keys LangGraph writes on threads that use a DeltaChannel, whose value
 # keep_latest could not rebuild once older checkpoints are gone.
 _DELTA_MARKERS = ("counters_since_delta_snapshot", "delta_writes_versioned")
@@ -158,7 +162,7 @@ class RedisSaver(SyncBridge, AsyncRedisSaver):
                 num_results=size,
                 sort_by=("checkpoint_id", "DESC") if newest_first else None,
             )
-            query.paging(len(docs), size)
+            query.paging(len(docs), size).timeout(_SEARCH_TIMEOUT_MS)
             page = (await index.search(query)).docs
             docs.extend(page)
             if len(page) < size:

@@ -51,7 +51,7 @@ from tether.graphs.refund_scenario import (
     refund_script,
 )
 from tether.graphs.scripted import ScriptedChatModel
-from tether.steps import durable_tool, recorded
+from tether.steps import ReconcileResult, durable_tool, recorded
 
 __all__ = [
     "RefundApprover",
@@ -110,20 +110,16 @@ def refund_tools(provider: FakePaymentsProvider) -> list[BaseTool]:
         """Send an email to a customer."""
         return json.dumps({"message_id": provider.send_email(to, subject, body), "to": to})
 
-    def email_already_sent(args: dict[str, Any], key: str) -> str | None:
+    def email_already_sent(args: dict[str, Any], key: str) -> ReconcileResult | None:
         # After a crash between claim and commit: if the outbox holds this very
         # email, it was sent; report it exactly as send_email would have.
         message_id = provider.find_email(args["to"], args["subject"], args["body"])
-        return (
-            None if message_id is None else json.dumps({"message_id": message_id, "to": args["to"]})
-        )
-
-    def nothing_to_undo(args: dict[str, Any], key: str) -> None:
-        # A lookup changes nothing, so running it again is always safe.
-        return None
+        if message_id is None:
+            return None
+        return ReconcileResult(json.dumps({"message_id": message_id, "to": args["to"]}))
 
     return [
-        durable_tool(lookup_order, reconcile=nothing_to_undo),
+        durable_tool(lookup_order, safe_to_retry=True),  # a read changes nothing
         durable_tool(issue_refund),
         durable_tool(send_email, reconcile=email_already_sent),
     ]
