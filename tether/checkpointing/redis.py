@@ -72,6 +72,7 @@ _PAGE = 1000  # documents per FT.SEARCH page and keys per pipeline
 # default ON_TIMEOUT policy, returns the partial result as if complete: a busy
 # server would make a delete miss keys. Our queries ask for this long instead.
 _SEARCH_TIMEOUT_MS = 60_000
+_DELETE_ROUNDS = 5
 # Metadata keys LangGraph writes on threads that use a DeltaChannel, whose value
 # keep_latest could not rebuild once older checkpoints are gone.
 _DELTA_MARKERS = ("counters_since_delta_snapshot", "delta_writes_versioned")
@@ -316,20 +317,26 @@ class RedisSaver(SyncBridge, AsyncRedisSaver):
         return {self._zset_key(thread_id, ns, cid) for ns, cid in pairs}
 
     async def adelete_thread(self, thread_id: str) -> None:
-        """Delete every checkpoint, write, registry and pointer key of ``thread_id``."""
+        """Delete every checkpoint, write, registry and pointer key of ``thread_id``.
+
+        Searches again after each round, so that documents a run saved while
+        the round ran go too (up to a few rounds).
+        """
         where = self._thread_where(thread_id)
         fields = ["checkpoint_ns", "checkpoint_id"]
-        docs = await self._search(self.checkpoints_index, where, fields) + await self._search(
-            self.checkpoint_writes_index, where, fields
-        )
-        pairs = {(_field(d, "checkpoint_ns"), _field(d, "checkpoint_id")) for d in docs}
-        await self._unlink(
-            {d.id for d in docs}
-            | self._owned_keys(thread_id, pairs)
-            # with the stubs aput_writes leaves where a checkpoint is not saved yet
-            | {self._make_redis_checkpoint_key(thread_id, ns, cid) for ns, cid in pairs}
-            | {self._make_redis_checkpoint_latest_key(thread_id, ns) for ns, _ in pairs}
-        )
+        for _ in range(_DELETE_ROUNDS):
+            docs = await self._search(self.checkpoints_index, where, fields)
+            docs += await self._search(self.checkpoint_writes_index, where, fields)
+            if not docs:
+                return
+            pairs = {(_field(d, "checkpoint_ns"), _field(d, "checkpoint_id")) for d in docs}
+            await self._unlink(
+                {d.id for d in docs}
+                | self._owned_keys(thread_id, pairs)
+                # with the stubs aput_writes leaves where a checkpoint is not saved yet
+                | {self._make_redis_checkpoint_key(thread_id, ns, cid) for ns, cid in pairs}
+                | {self._make_redis_checkpoint_latest_key(thread_id, ns) for ns, _ in pairs}
+            )
 
     async def adelete_for_runs(self, run_ids: Sequence[str]) -> None:
         """Delete the checkpoints saved by the runs ``run_ids``, with their writes.
