@@ -6,13 +6,13 @@ import json
 import os
 import subprocess
 import sys
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
 
-from tests.backends import Backend
+from tests.backends import Backend, fresh_backend
 
 ROOT = Path(__file__).resolve().parents[2]
 ChildRunner = Callable[..., "subprocess.CompletedProcess[str]"]
@@ -45,3 +45,10 @@ def output(proc: subprocess.CompletedProcess[str]) -> dict[str, Any]:
 
 def lines(path: Path) -> list[str]:
     return path.read_text().splitlines() if path.exists() else []
+
+
+@pytest.fixture
+def sqlite_backend(tmp_path: Path) -> Iterator[Backend]:
+    """A private SQLite database: for multi-process variants whose logic is backend-neutral."""
+    with fresh_backend("sqlite", {}, tmp_path) as b:
+        yield b
