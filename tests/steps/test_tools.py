@@ -1,0 +1,142 @@
+"""Durable tools in process: schemas, idempotency keys, replay, ToolNode, bad input."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import pytest
+from langchain_core.messages import HumanMessage, ToolMessage
+from langchain_core.tools import tool
+from langchain_core.utils.function_calling import convert_to_openai_tool
+from langgraph.prebuilt import create_react_agent
+from langgraph.types import Command, interrupt
+
+from tests.backends import Backend
+from tests.steps.graphs import State, one_node
+from tests.steps.scripted import CountingScriptedModel, reply
+from tether.steps import DurableTool, durable_tool, idempotency_key, read_steps, recorded
+
+CONFIG: Any = {"configurable": {"thread_id": "t1"}}
+
+
+def keyed_refund(seen: list[str]) -> DurableTool:
+    @durable_tool
+    def refund(order: str, amount: int, idempotency_key: str) -> str:
+        """Refund an order."""
+        seen.append(idempotency_key)
+        return f"refunded {order} {amount}"
+
+    return refund
+
+
+def test_idempotency_key_is_hidden_from_the_model() -> None:
+    refund = keyed_refund([])
+    schema = convert_to_openai_tool(refund)["function"]
+    assert schema["name"] == "refund"
+    assert schema["description"] == "Refund an order."
+    assert set(schema["parameters"]["properties"]) == {"order", "amount"}
+    assert "idempotency_key" not in schema["parameters"].get("required", [])
+    assert refund.takes_key
+
+
+def test_wrapping_an_existing_tool_hides_its_key_too() -> None:
+    @tool
+    def charge(card: str, idempotency_key: str) -> str:
+        """Charge a card."""
+        return f"charged {card} {idempotency_key}"
+
+    durable = durable_tool(charge)
+    assert isinstance(durable, DurableTool)
+    assert set(convert_to_openai_tool(durable)["function"]["parameters"]["properties"]) == {
+        "card"}
+    # Outside a graph nothing is recorded; the tool still gets a (one-off) key.
+    assert durable.invoke({"card": "4242"}).startswith("charged 4242 tether-adhoc-")
+
+
+def test_key_derivation_is_deterministic_and_specific() -> None:
+    key = idempotency_key("acme", "t1", "step-1", "refund", "abc")
+    assert key == idempotency_key("acme", "t1", "step-1", "refund", "abc")
+    others = {idempotency_key("other", "t1", "step-1", "refund", "abc"),
+              idempotency_key("acme", "t2", "step-1", "refund", "abc"),
+              idempotency_key("acme", "t1", "step-2", "refund", "abc"),
+              idempotency_key("acme", "t1", "step-1", "charge", "abc"),
+              idempotency_key("acme", "t1", "step-1", "refund", "abd")}
+    assert key not in others
+    assert len(others) == 5
+
+
+async def test_result_is_replayed_and_key_is_stable_across_reruns(backend: Backend) -> None:
+    seen: list[str] = []
+    refund = keyed_refund(seen)
+
+    async def node(state: State) -> dict[str, Any]:
+        result = await refund.ainvoke({"order": "A1", "amount": 5})
+        approval = interrupt("approve?")
+        return {"messages": [HumanMessage(f"{result} / {approval}")]}
+
+    async with backend.open() as saver:
+        graph = one_node(node, saver)
+        await graph.ainvoke({"messages": [HumanMessage("go")]}, CONFIG)
+        result = await graph.ainvoke(Command(resume="ok"), CONFIG)
+        steps = await read_steps(saver, "t1")
+    assert result["messages"][-1].content == "refunded A1 5 / ok"
+    assert len(seen) == 1  # replayed on the re-run, not run again
+    assert [(s.kind, s.name, s.output) for s in steps] == [("tool", "refund", "refunded A1 5")]
+    assert steps[0].tool_schema_version == refund.version
+
+
+async def test_failed_tool_may_run_again(backend: Backend) -> None:
+    attempts: list[int] = []
+
+    @durable_tool
+    def flaky(order: str) -> str:
+        """Fails the first time."""
+        attempts.append(1)
+        if len(attempts) == 1:
+            raise RuntimeError("gateway timeout")
+        return "ok"
+
+    async def node(state: State) -> dict[str, Any]:
+        return {"messages": [HumanMessage(await flaky.ainvoke({"order": "A1"}))]}
+
+    async with backend.open() as saver:
+        graph = one_node(node, saver)
+        with pytest.raises(RuntimeError, match="gateway timeout"):
+            await graph.ainvoke({"messages": [HumanMessage("go")]}, CONFIG)
+        result = await graph.ainvoke(None, CONFIG)
+    assert result["messages"][-1].content == "ok"
+    assert len(attempts) == 2
+
+
+@pytest.mark.filterwarnings("ignore:create_react_agent has been moved")
+async def test_agent_with_tool_node_records_model_and_tool_steps(
+    backend: Backend, tmp_path: Path
+) -> None:
+    seen: list[str] = []
+    model = recorded(CountingScriptedModel(
+        replies=[reply("", [{"name": "refund", "args": {"order": "A1", "amount": 5}}]),
+                 reply("done")],
+        calls_file=str(tmp_path / "calls")))
+    async with backend.open() as saver:
+        agent = create_react_agent(model, [keyed_refund(seen)], checkpointer=saver)
+        result = await agent.ainvoke({"messages": [HumanMessage("refund A1")]}, CONFIG)
+        steps = await read_steps(saver, "t1")
+    tool_message = result["messages"][2]
+    assert isinstance(tool_message, ToolMessage)
+    assert tool_message.content == "refunded A1 5"
+    assert [(s.kind, s.node) for s in steps] == [
+        ("model", "agent"), ("tool", "tools"), ("model", "agent")]
+    assert steps[1].key is not None
+    assert "call_0_0" in steps[1].key  # keyed by the model's tool-call id
+    assert len(seen) == 1
+
+
+def test_bad_tool_definitions_are_refused() -> None:
+    with pytest.raises(TypeError, match="wraps a function or a LangChain BaseTool"):
+        durable_tool(42)
+    with pytest.raises(TypeError, match="reconcile must be a callable"):
+        durable_tool(reconcile="yes")(lambda order: order)  # type: ignore[arg-type]
+    refund = keyed_refund([])
+    with pytest.raises(TypeError, match="already durable"):
+        durable_tool(refund)
