@@ -157,3 +157,26 @@ async def test_plaintext_write_under_an_encrypted_checkpoint_is_refused(
         await saver.inner.aput_writes(stored, [("note", "slipped in clear")], "task-9")
         with pytest.raises(PlaintextRefusedError, match=r"task 'task-9'"):
             await saver.aget_tuple(stored)
+
+
+async def test_migration_resumes_a_plaintext_thread(backend: Backend) -> None:
+    """A thread interrupted before encryption was turned on resumes in migration mode."""
+    from langgraph.types import Command
+
+    from tests.checkpointing.encryption_helpers import build_graph, graph_config, graph_input
+
+    config = graph_config("legacy")
+    async with backend.open(encryption=False) as plain:
+        await build_graph(plain).ainvoke(graph_input(), config)
+        migrating = EncryptedSaver(plain, ring("k1", allow_plaintext=True))
+        graph = build_graph(migrating)
+        result = await graph.ainvoke(Command(resume="approved"), config)
+        assert result["note"] == f"customer wrote from {CANARY}"
+        assert result["messages"][-1].content == "reviewer said: approved"
+        # The newest checkpoint is fully encrypted: it reads with migration mode off.
+        strict = EncryptedSaver(plain, ring("k1"))
+        latest = await strict.aget_tuple({"configurable": {"thread_id": "legacy"}})
+        assert latest is not None
+        assert latest.checkpoint["channel_values"]["note"] == result["note"]
+        with pytest.raises(PlaintextRefusedError):
+            _ = [t async for t in strict.alist({"configurable": {"thread_id": "legacy"}})]

@@ -224,6 +224,13 @@ class EncryptedSaver(DelegatingSaver):
             }
         }
         inner_config["configurable"].setdefault("checkpoint_ns", ns)
+        if self.encryption.allow_plaintext:
+            # Migrating: an unchanged channel may only exist as a plaintext value
+            # PostgresSaver kept inline in an older row, which no longer applies once
+            # the value is an envelope; store a blob for every channel present.
+            values = checkpoint["channel_values"]
+            stored = {k: v for k, v in checkpoint["channel_versions"].items() if k in values}
+            new_versions = {**stored, **new_versions}
         return await self.inner.aput(
             inner_config,
             self._seal_checkpoint(thread_id, ns, checkpoint),
