@@ -1,4 +1,4 @@
-"""Decisions: each check has its own error, nothing is written on a refusal, one decision resumes once."""
+"""Decisions: each check has its own error, nothing is written on a refusal, one resume."""
 
 from __future__ import annotations
 
@@ -45,7 +45,9 @@ async def test_request_payload_holds_what_an_approver_needs(pause: PauseFn) -> N
     assert payload["approvers"] == {"users": ["alice"], "roles": ["finance"]}
     assert payload["depends_on"] == {"balance": 1}
     assert payload["on_expiry"] == {"policy": "stop"}
-    assert payload["why"] and payload["affects"] and payload["if_denied"]
+    assert payload["why"]
+    assert payload["affects"]
+    assert payload["if_denied"]
     assert payload["expires_at"] > payload["requested_at"]
     assert payload == paused.view.request.payload()
 
@@ -61,7 +63,8 @@ async def test_approve_runs_once_with_the_shown_args_and_audits(pause: PauseFn) 
         by="alice",
         args_sha256=paused.args_sha256,
     )
-    assert result.finished and result.pending == []
+    assert result.finished
+    assert result.pending == []
     assert await paused.log() == ["paid 500 to bob (approve)", "after"]
     assert await paused.events() == ["requested", "decided", "cleared"]
     steps = await store_for(paused.saver).steps("t1")
@@ -91,7 +94,7 @@ async def test_a_role_holder_may_decide(pause: PauseFn) -> None:
 
 async def test_not_allowed(pause: PauseFn) -> None:
     paused = await pause()
-    with pytest.raises(ApproverNotAllowedError, match="'mallory'.*may not decide"):
+    with pytest.raises(ApproverNotAllowedError, match=r"'mallory'.*may not decide"):
         await decide(
             paused.saver,
             "t1",
@@ -107,7 +110,7 @@ async def test_not_allowed(pause: PauseFn) -> None:
 
 async def test_expired(pause: PauseFn) -> None:
     paused = await pause()
-    with pytest.raises(ApprovalExpiredError, match="expired at .*tether approvals expire"):
+    with pytest.raises(ApprovalExpiredError, match=r"expired at .*tether approvals expire"):
         await decide(
             paused.saver,
             "t1",
@@ -165,7 +168,8 @@ async def test_concurrent_double_submission_resumes_exactly_once(pause: PauseFn)
         submit("alice", []), submit("erin", ["finance"]), return_exceptions=True
     )
     errors = [o for o in outcomes if isinstance(o, BaseException)]
-    assert len(errors) == 1 and isinstance(errors[0], AlreadyDecidedError), outcomes
+    assert len(errors) == 1, outcomes
+    assert isinstance(errors[0], AlreadyDecidedError), outcomes
     assert await paused.log() == ["paid 500 to bob (approve)", "after"]
     assert (await paused.events()).count("decided") == 1
 
@@ -225,7 +229,8 @@ async def test_edit_runs_the_edited_args_and_tells_the_agent(pause: PauseFn) -> 
     assert result.decision["args_sha256"] != paused.args_sha256
     assert await paused.log() == ["paid 250 to bob (edit)", "after"]
     view = await get_approval(paused.saver, paused.approval_id)
-    assert view.status == "edited" and view.decision is not None
+    assert view.status == "edited"
+    assert view.decision is not None
     assert view.decision["args"] == {"to": "bob", "amount": 250}
 
 
@@ -243,7 +248,8 @@ async def test_reject_reaches_the_agent_as_an_observation(pause: PauseFn) -> Non
     )
     log = await paused.log()
     assert log[0].startswith("reject:-: alice rejected pay. Reason: duplicate invoice.")
-    assert "Do not retry it as it was" in log[0] and "the invoice stays unpaid" in log[0]
+    assert "Do not retry it as it was" in log[0]
+    assert "the invoice stays unpaid" in log[0]
     assert not any(entry.startswith("paid") for entry in log)
 
 
