@@ -14,7 +14,9 @@ import argparse
 import asyncio
 import json
 import os
+import sys
 from collections.abc import Sequence
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -22,11 +24,12 @@ from langchain_core.runnables import RunnableConfig
 from langgraph.types import Command
 
 from tether.checkpointing import open_checkpointer
+from tether.crashtest.points import CRASH_AT_ENV, CRASH_TRACE_ENV
 from tether.crashtest.saver import CrashPointSaver
 from tether.crashtest.steplog import recorded_model_calls
 from tether.crashtest.target import CrashTarget, CrashTestError, load_target
 
-__all__ = ["drive", "main"]
+__all__ = ["ChildJob", "drive", "forked_entry", "main", "run_to_file"]
 
 # More rounds than any graph needs; a thread still unfinished after this many
 # invocations keeps stopping without an interrupt to answer.
@@ -92,6 +95,52 @@ async def run_child(
         }
 
 
+def run_to_file(spec: str, url: str, options: dict[str, Any], workdir: Path, result: Path) -> None:
+    """Load the target, drive it to completion here, and write the outcome as JSON."""
+    target = load_target(spec)
+    outcome = asyncio.run(run_child(target, url, options, workdir))
+    result.write_text(json.dumps(outcome, sort_keys=True), encoding="utf-8")
+
+
+@dataclass(frozen=True)
+class ChildJob:
+    """One child run: which target, on which database, with which crash settings.
+
+    Attributes:
+        spec: The target's ``MODULE:ATTR``.
+        url: The run's database.
+        workdir: The run's outside world.
+        result: Where the outcome JSON goes.
+        env: Crash settings (``TETHER_CRASH_AT`` or ``TETHER_CRASH_TRACE``).
+        log: Receives the child's stdout and stderr.
+        search_path: Put first on ``sys.path`` so the target module is found.
+    """
+
+    spec: str
+    url: str
+    workdir: Path
+    result: Path
+    env: dict[str, str]
+    log: Path
+    search_path: str
+
+
+def forked_entry(job: ChildJob) -> None:
+    """Entry point of a child forked from the harness's preloaded fork server.
+
+    The fork server has only imported tether and LangGraph; each child is a new
+    process that opens its own connections, exactly like a new worker.
+    """
+    fd = os.open(job.log, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
+    os.dup2(fd, 1)
+    os.dup2(fd, 2)
+    for name in (CRASH_AT_ENV, CRASH_TRACE_ENV):
+        os.environ.pop(name, None)
+    os.environ.update(job.env)
+    sys.path.insert(0, job.search_path)
+    run_to_file(job.spec, job.url, {}, job.workdir, job.result)
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m tether.crashtest.child")
     parser.add_argument("--target", required=True)
@@ -100,9 +149,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--workdir", required=True, type=Path)
     parser.add_argument("--result", required=True, type=Path)
     args = parser.parse_args(argv)
-    target = load_target(args.target)
-    outcome = asyncio.run(run_child(target, args.url, json.loads(args.options), args.workdir))
-    args.result.write_text(json.dumps(outcome, sort_keys=True), encoding="utf-8")
+    run_to_file(args.target, args.url, json.loads(args.options), args.workdir, args.result)
     return 0
 
 

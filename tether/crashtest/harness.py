@@ -17,17 +17,19 @@
 from __future__ import annotations
 
 import json
+import multiprocessing
+import multiprocessing.context
 import os
 import shutil
-import subprocess
-import sys
 import tempfile
+import uuid
 from collections.abc import Callable, Mapping
 from concurrent.futures import ThreadPoolExecutor, as_completed
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from tether.crashtest.child import ChildJob, forked_entry
 from tether.crashtest.databases import check_url, fresh_database
 from tether.crashtest.points import CRASH_AT_ENV, CRASH_TRACE_ENV
 from tether.crashtest.target import CrashTarget, CrashTestError, load_target
@@ -113,46 +115,53 @@ class CrashTestReport:
 
 
 @dataclass(frozen=True)
+class _Exit:
+    returncode: int
+    stderr: str
+
+
+# Children are forked from a server process that has imported tether and
+# LangGraph once, so each costs a fork instead of a full interpreter start.
+_PRELOAD = [
+    "tether.crashtest.child",
+    "tether.steps",
+    "tether.checkpointing.sqlite",
+    "tether.checkpointing.postgres",
+    "langgraph.prebuilt",
+]
+
+
+def _fork_context() -> multiprocessing.context.ForkServerContext:
+    context = multiprocessing.get_context("forkserver")
+    context.set_forkserver_preload(_PRELOAD)
+    return context
+
+
+@dataclass(frozen=True)
 class _Run:
     spec: str
     target: CrashTarget
     scratch: Path
 
-    def child(
-        self, url: str, workdir: Path, result: Path, env: Mapping[str, str]
-    ) -> subprocess.CompletedProcess[str]:
+    def child(self, url: str, workdir: Path, result: Path, env: dict[str, str]) -> _Exit:
         workdir.mkdir(parents=True, exist_ok=True)
-        environ = {k: v for k, v in os.environ.items() if k not in {CRASH_AT_ENV, CRASH_TRACE_ENV}}
-        environ["PYTHONPATH"] = os.pathsep.join(
-            p for p in (os.getcwd(), os.environ.get("PYTHONPATH", "")) if p
+        log = workdir.with_name(f"{workdir.name}-{uuid.uuid4().hex[:6]}.log")
+        process = _fork_context().Process(
+            target=forked_entry,
+            name="tether-crashtest-child",
+            args=(ChildJob(self.spec, url, workdir, result, env, log, os.getcwd()),),
         )
-        environ.update(env)
-        command = [
-            sys.executable,
-            "-m",
-            "tether.crashtest.child",
-            "--target",
-            self.spec,
-            "--url",
-            url,
-            "--workdir",
-            str(workdir),
-            "--result",
-            str(result),
-        ]
-        try:
-            return subprocess.run(
-                command,
-                env=environ,
-                capture_output=True,
-                text=True,
-                timeout=_CHILD_TIMEOUT_S,
-                check=False,
-            )
-        except subprocess.TimeoutExpired as exc:
+        process.start()
+        process.join(_CHILD_TIMEOUT_S)
+        if process.is_alive():
+            process.kill()
+            process.join()
             raise CrashTestError(
-                f"a child run did not finish in {_CHILD_TIMEOUT_S:.0f}s ({' '.join(command)})"
-            ) from exc
+                f"a child run of {self.spec!r} did not finish in "
+                f"{_CHILD_TIMEOUT_S:.0f}s; its output is in {log}"
+            )
+        stderr = log.read_text(encoding="utf-8", errors="replace") if log.exists() else ""
+        return _Exit(process.exitcode if process.exitcode is not None else -1, stderr)
 
 
 def _tail(text: str, lines: int = 15) -> str:
