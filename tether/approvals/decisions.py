@@ -94,17 +94,17 @@ def check_request(
 ) -> ApprovalRequest:
     """The stored request, after the existence and already-decided checks."""
     request = require_record(thread_id, approval_id, request)
+    parsed = ApprovalRequest.from_dict(request.value)
+    if parsed.status == "voided":
+        raise AlreadyDecidedError(
+            f"approval {approval_id} was voided ({parsed.status_reason}) after it was decided; "
+            "decide the fresh request that replaced it (`tether approvals list`)"
+        )
     if decided is not None:
         d = decided.value
         raise AlreadyDecidedError(
             f"approval {approval_id} was already decided ({d['decision']} by {d['by']} at "
             f"{d['at']}); a decision is final and resumes the run once"
-        )
-    parsed = ApprovalRequest.from_dict(request.value)
-    if parsed.status == "voided":
-        raise AlreadyDecidedError(
-            f"approval {approval_id} was voided ({parsed.status_reason}); decide the fresh "
-            "request that replaced it"
         )
     return parsed
 
