@@ -288,7 +288,12 @@ def _gate(spec: ApprovalSpec, ctx: StepContext) -> Generator[_Op, Any, ApprovalO
 
 
 def _context(config: RunnableConfig | None) -> StepContext:
-    return step_context(config if config is not None else get_config())
+    if config is None:
+        try:
+            config = get_config()
+        except RuntimeError:  # outside any runnable: step_context names the fix
+            config = {}
+    return step_context(config)
 
 
 def request_approval(
