@@ -23,14 +23,14 @@ import uuid
 from pathlib import Path
 from typing import Any
 
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from langchain_core.messages import AIMessage, HumanMessage, ToolMessage  # noqa: E402
-from langgraph.checkpoint.base import empty_checkpoint  # noqa: E402
+from _servers import bench_servers
+from langchain_core.messages import AIMessage, HumanMessage, ToolMessage
+from langgraph.checkpoint.base import empty_checkpoint
 
-from bench._servers import bench_servers  # noqa: E402
-from tether import open_checkpointer  # noqa: E402
-from tether.checkpointing.encryption import KeyRing  # noqa: E402
+from tether import open_checkpointer
+from tether.checkpointing.encryption import KeyRing
 
 GOAL = 1.15
 

@@ -143,3 +143,11 @@ def test_cli_generate(capsys: pytest.CaptureFixture[str]) -> None:
     assert KeyRing.from_spec(line).key_ids == ("prod-2026",)
     assert main(["keys", "generate"]) == 0
     assert KeyRing.from_spec(capsys.readouterr().out.strip()).active_key_id.startswith("k")
+
+
+async def test_rotation_names_an_unsupported_saver() -> None:
+    class CustomSaver(BaseCheckpointSaver[Any]):
+        """A third-party saver tether has no rewriter for (no storage behind it)."""
+
+    with pytest.raises(ConfigurationError, match="does not support CustomSaver"):
+        await rotate_keys(EncryptedSaver(CustomSaver(), ring("key-a")))

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import base64
 import contextlib
+import importlib
 import json
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
@@ -27,7 +28,7 @@ with contextlib.suppress(ImportError):  # only for Redis; without its extra ther
 if TYPE_CHECKING:
     from tether.checkpointing.rotation import RotationReport
 
-__all__ = ["ROTATORS", "ThreadPass"]
+__all__ = ["ThreadPass", "rotator_for"]
 
 
 @dataclass
@@ -348,9 +349,21 @@ def _from_redis_bytes(stored: Any) -> Any:
     return stored
 
 
-ROTATORS: dict[str, Any] = {
-    "memory": _Memory,
-    "sqlite": _Sqlite,
-    "postgres": _Postgres,
-    "redis": _Redis,
+_BASES = {
+    "memory": ("langgraph.checkpoint.memory", "InMemorySaver", _Memory),
+    "sqlite": ("langgraph.checkpoint.sqlite.aio", "AsyncSqliteSaver", _Sqlite),
+    "postgres": ("langgraph.checkpoint.postgres.aio", "AsyncPostgresSaver", _Postgres),
+    "redis": ("langgraph.checkpoint.redis.aio", "AsyncRedisSaver", _Redis),
 }
+
+
+def rotator_for(saver: Any) -> Any:
+    """The rewriter for ``saver``'s upstream saver class, or ``None``."""
+    for module_name, class_name, rotator in _BASES.values():
+        try:
+            module = importlib.import_module(module_name)
+        except ImportError:  # that backend's extra is not installed
+            continue
+        if isinstance(saver, getattr(module, class_name)):
+            return rotator
+    return None

@@ -47,6 +47,7 @@ SEALED_METADATA_KEY = "__tether_sealed__"
 """The metadata key holding the encrypted remainder of a checkpoint's metadata."""
 CLEAR_METADATA_KEYS = frozenset({"source", "step", "parents", "run_id"})
 """Metadata LangGraph and the backends filter or delete on; stored in clear."""
+_RECENT_THREADS = 256  # threads whose last envelopes are kept for reuse
 
 
 def channel_aad(thread_id: str, ns: str, channel: str, version: Any) -> bytes:
@@ -92,6 +93,9 @@ class EncryptedSaver(DelegatingSaver):
         self.clear_metadata_keys = CLEAR_METADATA_KEYS | frozenset(searchable_metadata)
         if SEALED_METADATA_KEY in self.clear_metadata_keys:
             raise ValueError(f"{SEALED_METADATA_KEY!r} is reserved")
+        # (thread, namespace) -> channel -> (version, value object, envelope) of
+        # the last checkpoint written, most recent last.
+        self._recent: dict[tuple[str, str], dict[str, tuple[Any, Any, bytes]]] = {}
 
     # -- values ------------------------------------------------------------
     def _seal(self, value: Any, data: bytes) -> bytes:
@@ -116,11 +120,25 @@ class EncryptedSaver(DelegatingSaver):
     # -- checkpoints -------------------------------------------------------
     def _seal_checkpoint(self, thread_id: str, ns: str, checkpoint: Checkpoint) -> Checkpoint:
         versions = checkpoint["channel_versions"]
+        # LangGraph passes every channel's value at every step, most of them
+        # unchanged: reuse the envelope of the same object at the same version.
+        previous = self._recent.pop((thread_id, ns), {})
+        current: dict[str, tuple[Any, Any, bytes]] = {}
+        values: dict[str, Any] = {}
+        for ch, v in checkpoint["channel_values"].items():
+            version = versions.get(ch)
+            cached = previous.get(ch)
+            if cached is not None and cached[0] == version and cached[1] is v:
+                envelope = cached[2]
+            else:
+                envelope = self._seal(v, channel_aad(thread_id, ns, ch, version))
+            values[ch] = envelope
+            current[ch] = (version, v, envelope)
+        self._recent[(thread_id, ns)] = current
+        while len(self._recent) > _RECENT_THREADS:
+            self._recent.pop(next(iter(self._recent)))
         sealed = checkpoint.copy()
-        sealed["channel_values"] = {
-            ch: self._seal(v, channel_aad(thread_id, ns, ch, versions.get(ch)))
-            for ch, v in checkpoint["channel_values"].items()
-        }
+        sealed["channel_values"] = values
         return sealed
 
     def _seal_metadata(

@@ -26,7 +26,7 @@ from typing import Any
 
 from langgraph.checkpoint.base import BaseCheckpointSaver
 
-from tether.checkpointing._rotators import ROTATORS, ThreadPass
+from tether.checkpointing._rotators import ThreadPass, rotator_for
 from tether.checkpointing.delegating import DelegatingSaver, innermost
 from tether.checkpointing.encrypted import EncryptedSaver
 from tether.errors import ConfigurationError
@@ -96,7 +96,7 @@ async def rotate_keys(
     """
     layer = encrypted_layer(saver)
     backend = innermost(layer)
-    rotator = ROTATORS.get(type(backend).__module__.rsplit(".", 1)[-1])
+    rotator = rotator_for(backend)
     if rotator is None:
         raise ConfigurationError(f"key rotation does not support {type(backend).__name__}")
     report = RotationReport(active_key_id=layer.encryption.active_key_id)
