@@ -10,8 +10,11 @@ deadlock, so it fails with a message saying what to use instead.
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Coroutine, Sequence
+from collections.abc import AsyncIterator, Coroutine, Iterator, Sequence
 from typing import TYPE_CHECKING, Any, TypeVar
+
+from langchain_core.runnables import RunnableConfig
+from langgraph.checkpoint.base import CheckpointTuple
 
 T = TypeVar("T")
 
@@ -45,6 +48,27 @@ class SyncBridge:
             )
         return asyncio.run_coroutine_threadsafe(coro, loop).result()
 
+    def _bridged_list(
+        self,
+        config: RunnableConfig | None,
+        *,
+        filter: dict[str, Any] | None = None,
+        before: RunnableConfig | None = None,
+        limit: int | None = None,
+    ) -> Iterator[CheckpointTuple]:
+        """Sync twin of ``alist`` (reads the whole page, then yields it).
+
+        Not named ``list``: SyncBridge comes first among a saver's bases, and
+        an upstream sync ``list`` (the SQLite and Postgres savers have one) must
+        stay in charge. A saver whose upstream class lacks one opts in with
+        ``list = SyncBridge._bridged_list``.
+        """
+
+        async def collect() -> list[CheckpointTuple]:
+            return [t async for t in self.alist(config, filter=filter, before=before, limit=limit)]
+
+        return iter(self._run_sync(collect(), "list"))
+
     def delete_for_runs(self, run_ids: Sequence[str]) -> None:
         return self._run_sync(self.adelete_for_runs(run_ids), "delete_for_runs")
 
@@ -56,6 +80,15 @@ class SyncBridge:
 
     if TYPE_CHECKING:  # provided by the concrete saver; not defined here so that
         # LangGraph's capability detection only sees real implementations.
+        def alist(
+            self,
+            config: RunnableConfig | None,
+            *,
+            filter: dict[str, Any] | None = None,
+            before: RunnableConfig | None = None,
+            limit: int | None = None,
+        ) -> AsyncIterator[CheckpointTuple]: ...
+
         async def adelete_for_runs(self, run_ids: Sequence[str]) -> None: ...
 
         async def acopy_thread(self, source_thread_id: str, target_thread_id: str) -> None: ...

@@ -1,0 +1,124 @@
+"""The document access every capability of the Redis saver builds on."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Iterator, Sequence
+from typing import Any
+
+from langgraph.checkpoint.redis.aio import AsyncRedisSaver
+from langgraph.checkpoint.redis.base import CHECKPOINT_WRITE_PREFIX
+from langgraph.checkpoint.redis.util import to_storage_safe_id
+from redis.commands.search.document import Document
+
+# redisvl ships no type information (no py.typed marker).
+from redisvl.index import AsyncSearchIndex  # type: ignore[import-untyped]
+from redisvl.query import FilterQuery  # type: ignore[import-untyped]
+from redisvl.query.filter import FilterExpression, Tag  # type: ignore[import-untyped]
+
+from tether.checkpointing.redis.keys import PrefixedKeyRegistry
+
+__all__ = ["RedisBase", "chunks", "doc_field"]
+
+_PAGE = 1000  # documents per FT.SEARCH page and keys per pipeline
+# RediSearch stops a query after its TIMEOUT (500 ms by default) and, with its
+# default ON_TIMEOUT policy, returns the partial result as if complete: a busy
+# server would make a delete miss keys. Our queries ask for this long instead.
+_SEARCH_TIMEOUT_MS = 60_000
+
+
+def doc_field(doc: Document, name: str) -> str:
+    """The field ``name`` of a search result, ``""`` when it was not returned."""
+    return str(getattr(doc, name, ""))
+
+
+def chunks(items: Sequence[Any], size: int = _PAGE) -> Iterator[Sequence[Any]]:
+    """``items`` in slices of at most ``size``."""
+    for start in range(0, len(items), size):
+        yield items[start : start + size]
+
+
+class RedisBase(AsyncRedisSaver):
+    """``AsyncRedisSaver`` with paged searches, bulk reads and the prefixed write registry."""
+
+    async def asetup(self) -> None:
+        """Create the indexes and the write registry (under the prefix when one is set)."""
+        await super().asetup()
+        if self._checkpoint_write_prefix != CHECKPOINT_WRITE_PREFIX:
+            # With the default prefixes keep upstream's layout, so data an
+            # upstream saver wrote stays readable.
+            self._key_registry = PrefixedKeyRegistry(
+                self._redis, f"{self._checkpoint_write_prefix}_keys_zset"
+            )
+
+    def _zset_key(self, thread_id: str, checkpoint_ns: str, checkpoint_id: str) -> str:
+        assert self._key_registry is not None, "asetup() has not run"
+        return self._key_registry.make_write_keys_zset_key(thread_id, checkpoint_ns, checkpoint_id)
+
+    def _owned_keys(self, thread_id: str, pairs: Iterable[tuple[str, str]]) -> set[str]:
+        """The write-registry keys of the (stored namespace, stored id) ``pairs``."""
+        return {self._zset_key(thread_id, ns, cid) for ns, cid in pairs}
+
+    def _thread_where(self, thread_id: str) -> FilterExpression:
+        return Tag("thread_id") == to_storage_safe_id(thread_id)
+
+    async def _search(
+        self,
+        index: AsyncSearchIndex,
+        where: FilterExpression | str,
+        fields: list[str],
+        *,
+        newest_first: bool = False,
+        limit: int | None = None,
+    ) -> list[Document]:
+        """Every document ``where`` matches (upstream stops at 10,000), page by page."""
+        docs: list[Document] = []
+        while limit is None or len(docs) < limit:
+            size = _PAGE if limit is None else min(_PAGE, limit - len(docs))
+            query = FilterQuery(
+                filter_expression=where,
+                return_fields=fields,
+                num_results=size,
+                sort_by=("checkpoint_id", "DESC") if newest_first else None,
+            )
+            query.paging(len(docs), size).timeout(_SEARCH_TIMEOUT_MS)
+            page = (await index.search(query)).docs
+            docs.extend(page)
+            if len(page) < size:
+                break
+        return docs
+
+    async def _documents(self, keys: Sequence[str]) -> list[dict[str, Any] | None]:
+        """The JSON documents at ``keys`` (``None`` for a missing one), in order."""
+        docs: list[dict[str, Any] | None] = []
+        for chunk in chunks(keys):
+            found: list[Any] = await self._redis.json().mget(list(chunk), "$")
+            docs.extend(doc[0] if doc else None for doc in found)
+        return docs
+
+    async def _unlink(self, keys: Iterable[str]) -> None:
+        for chunk in chunks(sorted(set(keys))):
+            await self._redis.unlink(*chunk)
+
+    async def _repoint_latest(
+        self, thread_id: str, namespaces: Iterable[str], *, keep_valid: bool = True
+    ) -> None:
+        """Point each namespace's latest pointer at its newest checkpoint.
+
+        With ``keep_valid``, a pointer whose checkpoint still exists is left alone.
+        """
+        for ns in namespaces:
+            pointer = self._make_redis_checkpoint_latest_key(thread_id, ns)
+            target = await self._redis.get(pointer) if keep_valid else None
+            if target and await self._redis.exists(target):
+                continue
+            newest = await self._search(
+                self.checkpoints_index,
+                self._thread_where(thread_id) & (Tag("checkpoint_ns") == ns),
+                ["checkpoint_id"],
+                newest_first=True,
+                limit=1,
+            )
+            if newest:
+                await self._redis.set(pointer, newest[0].id, keepttl=True)
+            else:
+                await self._redis.unlink(pointer)
