@@ -58,7 +58,13 @@ def load_graph(spec: str, checkpointer: BaseCheckpointSaver[Any]) -> Any:
     factory = getattr(module, attr, None)
     if not callable(factory):
         raise ConfigurationError(f"--graph {spec!r}: {module_name} has no callable {attr!r}")
-    graph = factory(checkpointer)
+    try:
+        graph = factory(checkpointer)
+    except Exception as exc:
+        raise ConfigurationError(
+            f"--graph {spec!r}: the factory failed ({type(exc).__name__}: {exc}); it must take "
+            "the checkpointer and return the compiled graph"
+        ) from exc
     if not isinstance(graph, Pregel):
         raise ConfigurationError(
             f"--graph {spec!r}: the factory returned {type(graph).__name__}, not a compiled graph; "
