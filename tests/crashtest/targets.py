@@ -1,6 +1,7 @@
 """Crash targets used only by the tests of the harness itself.
 
-``careless_target`` is the refund agent without tether's durability: a plain
+``gated_target`` stops at an interrupt for a person's sign-off, which the
+harness answers. ``careless_target`` is the refund agent without tether's durability: a plain
 model and plain LangChain tools, the payments call made without an idempotency
 key. The harness must catch what it does wrong after crashes.
 """
@@ -16,9 +17,11 @@ from langchain_core.tools import tool
 from langgraph.checkpoint.base import BaseCheckpointSaver
 from langgraph.graph import START, StateGraph
 from langgraph.prebuilt import ToolNode, tools_condition
+from langgraph.types import interrupt
 
 from tether.crashtest.target import CrashTarget
 from tether.graphs.payments import FakePaymentsProvider
+from tether.graphs.refund import RefundDecision, RefundProposal, build_refund_graph
 from tether.graphs.refund_scenario import (
     CALLS_FILE,
     DEMO_ORDERS,
@@ -74,3 +77,27 @@ def careless_target() -> CrashTarget:
 
 
 not_a_target = 42
+
+
+def _ask_a_person(proposal: RefundProposal) -> RefundDecision:
+    answer = interrupt({"order_id": proposal.order_id, "amount_cents": proposal.amount_cents})
+    return RefundDecision(approved=bool(answer["approved"]), note=str(answer.get("note", "")))
+
+
+def _build_gated(checkpointer: BaseCheckpointSaver[Any], workdir: Path) -> Any:
+    return build_refund_graph(checkpointer=checkpointer, workdir=workdir, approver=_ask_a_person)
+
+
+def gated_target() -> CrashTarget:
+    """The refund agent with a person's sign-off (an interrupt) before the refund."""
+    return CrashTarget(
+        build=_build_gated,
+        input=refund_input(),
+        effects=refund_effects,
+        calls_file=CALLS_FILE,
+        answer=lambda value: {"approved": True},
+    )
+
+
+def gated_target_without_answer() -> CrashTarget:
+    return CrashTarget(build=_build_gated, input=refund_input(), effects=refund_effects)
