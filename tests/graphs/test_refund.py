@@ -93,7 +93,7 @@ async def test_approver_can_lower_the_amount(tmp_path: Path) -> None:
     graph = build_refund_graph(checkpointer=InMemorySaver(), workdir=tmp_path, approver=half)
     out = await graph.ainvoke(refund_input(), _config())
     refund = next(
-        json.loads(m.content)
+        json.loads(str(m.content))
         for m in out["messages"]
         if isinstance(m, ToolMessage) and m.name == "issue_refund"
     )

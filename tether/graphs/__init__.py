@@ -14,6 +14,13 @@ from tether.graphs.payments import (
     FakeRefund,
     PaymentCounts,
 )
+from tether.graphs.refund import (
+    RefundApprover,
+    RefundDecision,
+    RefundProposal,
+    build_refund_graph,
+    refund_tools,
+)
 from tether.graphs.scripted import (
     ScriptedCall,
     ScriptedChatModel,
@@ -31,12 +38,17 @@ __all__ = [
     "FakePaymentsProvider",
     "FakeRefund",
     "PaymentCounts",
+    "RefundApprover",
+    "RefundDecision",
+    "RefundProposal",
     "ScriptError",
     "ScriptRule",
     "ScriptedCall",
     "ScriptedChatModel",
     "after_tool",
+    "build_refund_graph",
     "on_first_turn",
     "planned_call",
     "read_calls",
+    "refund_tools",
 ]

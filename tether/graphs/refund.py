@@ -125,8 +125,14 @@ def refund_tools(provider: FakePaymentsProvider) -> list[BaseTool]:
     ]
 
 
-def _approve_refund(approver: RefundApprover | None) -> Callable[[RefundState], Any]:
-    def approve_refund(state: RefundState) -> Any:
+class _ApproveRefund:
+    """The sign-off node: asks ``approver`` about each proposed refund before it runs."""
+
+    def __init__(self, approver: RefundApprover | None) -> None:
+        self.approver = approver
+
+    def __call__(self, state: RefundState) -> Any:
+        approver = self.approver
         if approver is None:
             # No sign-off configured: the proposal goes ahead as the model made it.
             return Command(goto="tools")
@@ -173,8 +179,6 @@ def _approve_refund(approver: RefundApprover | None) -> Callable[[RefundState], 
         # An approver's edit replaces the proposal (same message id) before it runs.
         edited = message.model_copy(update={"tool_calls": calls})
         return Command(goto="tools", update={"messages": [edited]})
-
-    return approve_refund
 
 
 def _route_agent(state: RefundState) -> str:
@@ -223,7 +227,7 @@ def build_refund_graph(
 
     graph = StateGraph(RefundState)
     graph.add_node("agent", agent)
-    graph.add_node("approve_refund", _approve_refund(approver), destinations=("tools", "agent"))
+    graph.add_node("approve_refund", _ApproveRefund(approver), destinations=("tools", "agent"))
     graph.add_node("tools", ToolNode(tools))
     graph.add_edge(START, "agent")
     graph.add_conditional_edges("agent", _route_agent, ["approve_refund", "tools", END])
