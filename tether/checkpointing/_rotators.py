@@ -52,6 +52,17 @@ class ThreadPass:
             self.rewrapped += 1
         return new
 
+    def rewrap_write(
+        self, stored: tuple[str, Any], ns: str, cid: str, task_id: str, channel: str
+    ) -> bytes | None:
+        """Re-seal one pending write stored as ``(serde type, bytes)``."""
+        type_, blob = stored
+        return self.rewrap(
+            blob if type_ == "bytes" else None,
+            write_aad(self.thread_id, ns, cid, task_id, channel),
+            f"namespace {ns!r}, checkpoint {cid!r}, task {task_id!r}, channel {channel!r}",
+        )
+
     def rewrap_metadata(self, metadata: dict[str, Any], ns: str, cid: str) -> bool:
         sealed = metadata.get(SEALED_METADATA_KEY)
         if not isinstance(sealed, str):
@@ -91,14 +102,27 @@ def _redis_bytes(blob: bytes) -> dict[str, str]:
 # -- backends ---------------------------------------------------------------
 
 
-class _Memory:
-    @staticmethod
-    async def threads(saver: Any) -> list[str]:
+class _Rotator:
+    """Lists a backend's threads and re-seals one thread at a time."""
+
+    def __init__(self, saver: Any) -> None:
+        self.saver = saver
+
+    async def threads(self) -> list[str]:
+        raise NotImplementedError
+
+    async def rewrite(self, one: ThreadPass) -> None:
+        raise NotImplementedError
+
+
+class _Memory(_Rotator):
+    async def threads(self) -> list[str]:
+        saver = self.saver
         found = set(saver.storage) | {k[0] for k in saver.writes} | {k[0] for k in saver.blobs}
         return sorted(found)
 
-    @staticmethod
-    async def rewrite(saver: Any, one: ThreadPass) -> None:
+    async def rewrite(self, one: ThreadPass) -> None:
+        saver = self.saver
         serde, thread_id = saver.serde, one.thread_id
         updates: list[tuple[dict[Any, Any], Any, Any]] = []
         for key, (type_, blob) in list(saver.blobs.items()):
@@ -117,18 +141,15 @@ class _Memory:
         for (tid, ns, cid), writes in saver.writes.items():
             if tid != thread_id:
                 continue
-            for inner_key, (task_id, ch, (type_, blob), path) in list(writes.items()):
-                if type_ != "bytes":
-                    one.report.plaintext += 1
-                    continue
-                new = one.rewrap(blob, write_aad(tid, ns, cid, task_id, ch), f"task {task_id!r}")
+            for inner_key, (task_id, ch, typed, path) in list(writes.items()):
+                new = one.rewrap_write(typed, ns, cid, task_id, ch)
                 if new is not None:
                     updates.append((writes, inner_key, (task_id, ch, ("bytes", new), path)))
         for target, key, value in updates:  # all opened: now swap them in
             target[key] = value
 
 
-class _Sqlite:
+class _Sqlite(_Rotator):
     @staticmethod
     async def _checkpoint(
         saver: Any, one: ThreadPass, ns: str, cid: str, row: tuple[str, bytes, Any]
@@ -150,15 +171,15 @@ class _Sqlite:
                 (json.dumps(metadata, ensure_ascii=False).encode(), one.thread_id, ns, cid),
             )
 
-    @staticmethod
-    async def threads(saver: Any) -> list[str]:
+    async def threads(self) -> list[str]:
+        saver = self.saver
         async with saver.conn.execute(
             "SELECT thread_id FROM checkpoints UNION SELECT thread_id FROM writes ORDER BY 1"
         ) as cur:
             return [str(r[0]) for r in await cur.fetchall()]
 
-    @staticmethod
-    async def rewrite(saver: Any, one: ThreadPass) -> None:
+    async def rewrite(self, one: ThreadPass) -> None:
+        saver = self.saver
         tid = one.thread_id
         async with saver.lock:
             conn = saver.conn
@@ -179,11 +200,7 @@ class _Sqlite:
                 ) as cur:
                     writes = await cur.fetchall()
                 for ns, cid, task_id, idx, ch, type_, value in writes:
-                    new = one.rewrap(
-                        value if type_ == "bytes" else None,
-                        write_aad(tid, ns, cid, task_id, ch),
-                        f"namespace {ns!r}, checkpoint {cid!r}, task {task_id!r}, channel {ch!r}",
-                    )
+                    new = one.rewrap_write((type_, value), ns, cid, task_id, ch)
                     if new is not None:
                         await conn.execute(
                             "UPDATE writes SET value = ? WHERE thread_id = ? AND checkpoint_ns = ? "
@@ -202,15 +219,15 @@ UNION SELECT thread_id FROM checkpoint_blobs ORDER BY 1
 """
 
 
-class _Postgres:
-    @staticmethod
-    async def threads(saver: Any) -> list[str]:
+class _Postgres(_Rotator):
+    async def threads(self) -> list[str]:
+        saver = self.saver
         async with saver.conn.connection() as conn:
             cur = await conn.execute(_PG_THREADS)
             return [str(r["thread_id"]) for r in await cur.fetchall()]
 
-    @staticmethod
-    async def rewrite(saver: Any, one: ThreadPass) -> None:
+    async def rewrite(self, one: ThreadPass) -> None:
+        saver = self.saver
         tid = one.thread_id
         async with saver.conn.connection() as conn, conn.transaction():
             cur = await conn.execute(
@@ -245,11 +262,7 @@ class _Postgres:
                     r["task_id"],
                     r["channel"],
                 )
-                new = one.rewrap(
-                    r["blob"] if r["type"] == "bytes" else None,
-                    write_aad(tid, ns, cid, task_id, ch),
-                    f"namespace {ns!r}, checkpoint {cid!r}, task {task_id!r}, channel {ch!r}",
-                )
+                new = one.rewrap_write((r["type"], r["blob"]), ns, cid, task_id, ch)
                 if new is not None:
                     await conn.execute(
                         "UPDATE checkpoint_writes SET blob = %s WHERE thread_id = %s AND "
@@ -280,16 +293,15 @@ class _Postgres:
                     )
 
 
-class _Redis:
-    @staticmethod
-    def _patterns(saver: Any) -> tuple[str, str]:
-        return f"{saver._checkpoint_prefix}:*", f"{saver._checkpoint_write_prefix}:*"
+class _Redis(_Rotator):
+    keys: dict[str, list[str]]
 
-    @staticmethod
-    async def _keys_by_thread(saver: Any) -> dict[str, list[str]]:
-        client = saver._redis
+    async def threads(self) -> list[str]:
+        """Every thread's checkpoint and write document keys, found by SCAN."""
+        client, saver = self.saver._redis, self.saver
         found: dict[str, list[str]] = {}
-        for pattern in _Redis._patterns(saver):
+        patterns = (f"{saver._checkpoint_prefix}:*", f"{saver._checkpoint_write_prefix}:*")
+        for pattern in patterns:
             keys = [
                 k.decode() if isinstance(k, bytes) else k
                 async for k in client.scan_iter(match=pattern, count=1000)
@@ -301,17 +313,12 @@ class _Redis:
                 ):
                     if value:
                         found.setdefault(from_storage_safe_id(value[0]), []).append(key)
-        return found
+        self.keys = found
+        return sorted(found)
 
-    @staticmethod
-    async def threads(saver: Any) -> list[str]:
-        saver._tether_rotation_keys = await _Redis._keys_by_thread(saver)
-        return sorted(saver._tether_rotation_keys)
-
-    @staticmethod
-    async def rewrite(saver: Any, one: ThreadPass) -> None:
-        keys: list[str] = saver._tether_rotation_keys.get(one.thread_id, [])
-        client, tid = saver._redis, one.thread_id
+    async def rewrite(self, one: ThreadPass) -> None:
+        keys = self.keys.get(one.thread_id, [])
+        client = self.saver._redis
         docs = await client.json().mget(keys, "$") if keys else []
         pipe = client.pipeline(transaction=True)
         for key, found in zip(keys, docs, strict=True):
@@ -330,11 +337,8 @@ class _Redis:
                 if changed:
                     pipe.json().set(key, "$", doc)
             else:
-                new = one.rewrap(
-                    _from_redis_bytes(doc.get("blob")) if doc.get("type") == "bytes" else None,
-                    write_aad(tid, ns, cid, doc["task_id"], doc["channel"]),
-                    f"namespace {ns!r}, checkpoint {cid!r}, task {doc['task_id']!r}",
-                )
+                stored = (doc.get("type", ""), _from_redis_bytes(doc.get("blob")))
+                new = one.rewrap_write(stored, ns, cid, doc["task_id"], doc["channel"])
                 if new is not None:
                     pipe.json().set(key, "$.blob", base64.b64encode(new).decode())
         await pipe.execute()
@@ -349,7 +353,7 @@ def _from_redis_bytes(stored: Any) -> Any:
     return stored
 
 
-_BASES = {
+_BASES: dict[str, tuple[str, str, type[_Rotator]]] = {
     "memory": ("langgraph.checkpoint.memory", "InMemorySaver", _Memory),
     "sqlite": ("langgraph.checkpoint.sqlite.aio", "AsyncSqliteSaver", _Sqlite),
     "postgres": ("langgraph.checkpoint.postgres.aio", "AsyncPostgresSaver", _Postgres),
@@ -357,7 +361,7 @@ _BASES = {
 }
 
 
-def rotator_for(saver: Any) -> Any:
+def rotator_for(saver: Any) -> _Rotator | None:
     """The rewriter for ``saver``'s upstream saver class, or ``None``."""
     for module_name, class_name, rotator in _BASES.values():
         try:
@@ -365,5 +369,6 @@ def rotator_for(saver: Any) -> Any:
         except ImportError:  # that backend's extra is not installed
             continue
         if isinstance(saver, getattr(module, class_name)):
-            return rotator
+            made: _Rotator = rotator(saver)
+            return made
     return None

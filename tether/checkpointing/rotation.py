@@ -100,11 +100,11 @@ async def rotate_keys(
     if rotator is None:
         raise ConfigurationError(f"key rotation does not support {type(backend).__name__}")
     report = RotationReport(active_key_id=layer.encryption.active_key_id)
-    threads = await rotator.threads(backend)
+    threads = await rotator.threads()
     report.threads_total = len(threads)
     for thread_id in threads:
         one = ThreadPass(layer.encryption, report, thread_id)
-        await rotator.rewrite(backend, one)
+        await rotator.rewrite(one)
         report.rewrapped += one.rewrapped
         report.threads_done += 1
         report.thread_id = thread_id
