@@ -37,8 +37,9 @@ def _log(path: Path, line: str) -> None:
 
 def model_graph(work: Path) -> Any:
     """One node: a recorded model call, then more work in the same node."""
-    model = recorded(CountingScriptedModel(replies=[reply("the answer")],
-                                           calls_file=str(work / "model_calls")))
+    model = recorded(
+        CountingScriptedModel(replies=[reply("the answer")], calls_file=str(work / "model_calls"))
+    )
 
     async def think(state: State) -> dict[str, Any]:
         answer = await model.ainvoke(state["messages"])
@@ -67,26 +68,33 @@ def tool_graph(work: Path, variant: str) -> Any:
     def reconcile(args: dict[str, Any], key: str) -> ReconcileResult | None:
         _log(work / "reconciled", key)
         done = effects.exists() and any(
-            line.split(" ")[0] == args["order"] for line in effects.read_text().splitlines())
+            line.split(" ")[0] == args["order"] for line in effects.read_text().splitlines()
+        )
         return ReconcileResult(f"refunded {args['order']} (found)") if done else None
 
     if variant == "keyed":
+
         @durable_tool(name="refund")
         def keyed(order: str, idempotency_key: str) -> str:
             """Refund an order."""
             return effect(order, idempotency_key)
+
         tool = keyed
     elif variant == "reconciled":
+
         @durable_tool(name="refund", reconcile=reconcile)
         def plain(order: str) -> str:
             """Refund an order."""
             return effect(order, "-")
+
         tool = plain
     else:
+
         @durable_tool(name="refund", safe_to_retry=variant == "safe")
         def bare(order: str) -> str:
             """Refund an order."""
             return effect(order, "-")
+
         tool = bare
 
     async def act(state: State) -> dict[str, Any]:
@@ -100,8 +108,7 @@ def tool_graph(work: Path, variant: str) -> Any:
     return builder
 
 
-async def main(scenario: str, url: str, options: dict[str, Any], thread: str,
-               work: Path) -> None:
+async def main(scenario: str, url: str, options: dict[str, Any], thread: str, work: Path) -> None:
     kind, _, variant = scenario.partition(":")
     builder = model_graph(work) if kind == "model" else tool_graph(work, variant)
     async with open_checkpointer(url, **options) as saver:

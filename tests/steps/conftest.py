@@ -22,16 +22,31 @@ ChildRunner = Callable[..., "subprocess.CompletedProcess[str]"]
 def run_child(tmp_path: Path) -> ChildRunner:
     """Run ``tests.steps.child`` once; ``crash_at`` sets TETHER_CRASH_AT."""
 
-    def run(scenario: str, backend: Backend, thread: str = "t1",
-            crash_at: str | None = None) -> subprocess.CompletedProcess[str]:
+    def run(
+        scenario: str, backend: Backend, thread: str = "t1", crash_at: str | None = None
+    ) -> subprocess.CompletedProcess[str]:
         env = {k: v for k, v in os.environ.items() if not k.startswith("TETHER_CRASH")}
         if crash_at:
             env["TETHER_CRASH_AT"] = crash_at
         env["PYTHONPATH"] = str(ROOT)
         return subprocess.run(
-            [sys.executable, "-m", "tests.steps.child", scenario, backend.url,
-             json.dumps(backend.options), thread, str(tmp_path)],
-            cwd=ROOT, env=env, capture_output=True, text=True, timeout=120, check=False)
+            [
+                sys.executable,
+                "-m",
+                "tests.steps.child",
+                scenario,
+                backend.url,
+                json.dumps(backend.options),
+                thread,
+                str(tmp_path),
+            ],
+            cwd=ROOT,
+            env=env,
+            capture_output=True,
+            text=True,
+            timeout=120,
+            check=False,
+        )
 
     return run
 

@@ -15,7 +15,9 @@ class State(TypedDict):
     messages: Annotated[list[AnyMessage], add_messages]
 
 
-def one_node(node: Callable[..., Any], checkpointer: Any, name: str = "think") -> CompiledStateGraph[Any, Any, Any, Any]:
+def one_node(
+    node: Callable[..., Any], checkpointer: Any, name: str = "think"
+) -> CompiledStateGraph[Any, Any, Any, Any]:
     """START -> ``node`` -> END."""
     builder = StateGraph(State)
     builder.add_node(name, node)

@@ -43,8 +43,7 @@ async def test_reconcile_reads_the_effect_back_instead_of_running_again(
     sqlite_backend: Backend, run_child: ChildRunner, tmp_path: Path
 ) -> None:
     _crash_once(run_child, "tool:reconciled", sqlite_backend, tmp_path)
-    assert output(run_child("tool:reconciled", sqlite_backend)) == {
-        "last": "refunded A1 (found)"}
+    assert output(run_child("tool:reconciled", sqlite_backend)) == {"last": "refunded A1 (found)"}
     assert len(lines(tmp_path / "effects")) == 1  # not run twice
     assert len(lines(tmp_path / "reconciled")) == 1
 

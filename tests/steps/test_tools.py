@@ -48,8 +48,7 @@ def test_wrapping_an_existing_tool_hides_its_key_too() -> None:
 
     durable = durable_tool(charge)
     assert isinstance(durable, DurableTool)
-    assert set(convert_to_openai_tool(durable)["function"]["parameters"]["properties"]) == {
-        "card"}
+    assert set(convert_to_openai_tool(durable)["function"]["parameters"]["properties"]) == {"card"}
     # Outside a graph nothing is recorded; the tool still gets a (one-off) key.
     assert durable.invoke({"card": "4242"}).startswith("charged 4242 tether-adhoc-")
 
@@ -57,11 +56,13 @@ def test_wrapping_an_existing_tool_hides_its_key_too() -> None:
 def test_key_derivation_is_deterministic_and_specific() -> None:
     key = idempotency_key("acme", "t1", "step-1", "refund", "abc")
     assert key == idempotency_key("acme", "t1", "step-1", "refund", "abc")
-    others = {idempotency_key("other", "t1", "step-1", "refund", "abc"),
-              idempotency_key("acme", "t2", "step-1", "refund", "abc"),
-              idempotency_key("acme", "t1", "step-2", "refund", "abc"),
-              idempotency_key("acme", "t1", "step-1", "charge", "abc"),
-              idempotency_key("acme", "t1", "step-1", "refund", "abd")}
+    others = {
+        idempotency_key("other", "t1", "step-1", "refund", "abc"),
+        idempotency_key("acme", "t2", "step-1", "refund", "abc"),
+        idempotency_key("acme", "t1", "step-2", "refund", "abc"),
+        idempotency_key("acme", "t1", "step-1", "charge", "abc"),
+        idempotency_key("acme", "t1", "step-1", "refund", "abd"),
+    }
     assert key not in others
     assert len(others) == 5
 
@@ -114,10 +115,15 @@ async def test_agent_with_tool_node_records_model_and_tool_steps(
     backend: Backend, tmp_path: Path
 ) -> None:
     seen: list[str] = []
-    model = recorded(CountingScriptedModel(
-        replies=[reply("", [{"name": "refund", "args": {"order": "A1", "amount": 5}}]),
-                 reply("done")],
-        calls_file=str(tmp_path / "calls")))
+    model = recorded(
+        CountingScriptedModel(
+            replies=[
+                reply("", [{"name": "refund", "args": {"order": "A1", "amount": 5}}]),
+                reply("done"),
+            ],
+            calls_file=str(tmp_path / "calls"),
+        )
+    )
     async with backend.open() as saver:
         agent = create_react_agent(model, [keyed_refund(seen)], checkpointer=saver)
         result = await agent.ainvoke({"messages": [HumanMessage("refund A1")]}, CONFIG)
@@ -126,7 +132,10 @@ async def test_agent_with_tool_node_records_model_and_tool_steps(
     assert isinstance(tool_message, ToolMessage)
     assert tool_message.content == "refunded A1 5"
     assert [(s.kind, s.node) for s in steps] == [
-        ("model", "agent"), ("tool", "tools"), ("model", "agent")]
+        ("model", "agent"),
+        ("tool", "tools"),
+        ("model", "agent"),
+    ]
     assert steps[1].key is not None
     assert "call_0_0" in steps[1].key  # keyed by the model's tool-call id
     assert len(seen) == 1
@@ -134,9 +143,9 @@ async def test_agent_with_tool_node_records_model_and_tool_steps(
 
 def test_bad_tool_definitions_are_refused() -> None:
     with pytest.raises(TypeError, match="wraps a function or a LangChain BaseTool"):
-        durable_tool(42)
+        durable_tool(42)  # type: ignore[call-overload]
     with pytest.raises(TypeError, match="reconcile must be a callable"):
-        durable_tool(reconcile="yes")(lambda order: order)  # type: ignore[arg-type]
+        durable_tool(reconcile="yes")(lambda order: order)  # type: ignore[call-overload]
     refund = keyed_refund([])
     with pytest.raises(TypeError, match="already durable"):
         durable_tool(refund)

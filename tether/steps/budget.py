@@ -14,6 +14,9 @@ import threading
 from dataclasses import dataclass
 from typing import Any, Literal, TypeVar
 
+from langgraph.types import interrupt
+
+from tether.steps.errors import BudgetExceededError
 from tether.steps.log import step_document
 from tether.steps.scope import BUDGET_KEY, NodeScope
 
@@ -131,52 +134,88 @@ async def charge(scope: NodeScope, ledger: Ledger, key: str, tokens: int, cost: 
             ledger.cost_usd += cost
 
 
-async def record_exceeded(scope: NodeScope, ledger: Ledger, policy: str, key: str) -> None:
-    """Append the ``budget`` step that says the run hit its limits (once per call ``key``)."""
-    if not await scope.store.insert(
+async def record_exceeded(scope: NodeScope, ledger: Ledger, key: str) -> None:
+    """Append the ``budget`` step that says the run hit its limits (once per ``key``)."""
+    budget = _budget(scope)
+    if await scope.store.insert(
         "budget-event", f"{key}|exceeded", ledger.spent(), thread_id=scope.thread_id
     ):
-        return
-    await scope.store.append_step(
-        scope.thread_id,
-        step_document(
-            "budget",
-            name="exceeded",
-            node=scope.node,
-            task_id=scope.task_id,
-            attempt=scope.attempt,
-            detail={"spent": ledger.spent(), "limits": ledger.limits, "policy": policy},
-        ),
-    )
+        await scope.store.append_step(
+            scope.thread_id,
+            step_document(
+                "budget",
+                name="exceeded",
+                node=scope.node,
+                task_id=scope.task_id,
+                attempt=scope.attempt,
+                detail={
+                    "spent": ledger.spent(),
+                    "limits": ledger.limits,
+                    "policy": budget.on_exceed,
+                },
+            ),
+        )
 
 
-async def extend(scope: NodeScope, ledger: Ledger, resume: Any, key: str) -> None:
-    """Apply a person's extension (the interrupt's resume value) and log it once."""
+def _budget(scope: NodeScope) -> Budget:
+    budget: Budget = scope.configurable[BUDGET_KEY]
+    return budget
+
+
+def ask_for_more(
+    scope: NodeScope, ledger: Ledger, problem: str | None
+) -> tuple[dict[str, Any] | None, str | None]:
+    """Stop, or pause for a person; returns the new limits, or why the answer was refused.
+
+    Must run in the node's own context: ``interrupt()`` reads it.
+
+    Raises:
+        BudgetExceededError: The policy is ``"stop"``.
+    """
+    if _budget(scope).on_exceed == "stop":
+        raise BudgetExceededError(ledger.root, ledger.spent(), ledger.limits)
+    request: dict[str, Any] = {
+        "tether": "budget",
+        "run": ledger.root,
+        "spent": ledger.spent(),
+        "limits": ledger.limits,
+        "resume_with": "Command(resume={'max_tokens': <int>, 'max_cost_usd': <float>})",
+    }
+    if problem:
+        request["problem"] = problem
+    resume = interrupt(request)
     if not isinstance(resume, dict) or not ({"max_tokens", "max_cost_usd"} & resume.keys()):
-        raise ValueError(
-            "resume a budget pause with a dict of new limits, e.g. "
+        return None, (
+            f"resume a budget pause with a dict of new limits, e.g. "
             f"Command(resume={{'max_tokens': 20000}}); got {resume!r}"
         )
     limits = {
         **ledger.limits,
         **{k: resume[k] for k in ("max_tokens", "max_cost_usd") if k in resume},
     }
-    Budget(**limits)  # validates the new limits
+    try:
+        Budget(**limits)
+    except (TypeError, ValueError) as exc:
+        return None, str(exc)
+    return limits, None
+
+
+async def extend(scope: NodeScope, ledger: Ledger, limits: dict[str, Any], key: str) -> None:
+    """Store a person's new limits for the whole run and log them (once per ``key``)."""
     await scope.store.upsert("budget", ledger.root, limits, thread_id=ledger.root)
     with _ledgers_lock:
         ledger.limits = limits
-    if not await scope.store.insert(
+    if await scope.store.insert(
         "budget-event", f"{key}|extended", limits, thread_id=scope.thread_id
     ):
-        return
-    await scope.store.append_step(
-        scope.thread_id,
-        step_document(
-            "budget",
-            name="extended",
-            node=scope.node,
-            task_id=scope.task_id,
-            attempt=scope.attempt,
-            detail={"spent": ledger.spent(), "limits": limits},
-        ),
-    )
+        await scope.store.append_step(
+            scope.thread_id,
+            step_document(
+                "budget",
+                name="extended",
+                node=scope.node,
+                task_id=scope.task_id,
+                attempt=scope.attempt,
+                detail={"spent": ledger.spent(), "limits": limits},
+            ),
+        )

@@ -34,19 +34,23 @@ def message_fields(message: BaseMessage) -> dict[str, Any]:
 
 
 def _plain(value: Any) -> Any:
-    if isinstance(value, BaseMessage):
-        return message_fields(value)
-    if isinstance(value, PromptValue):
-        return [message_fields(m) for m in value.to_messages()]
-    if isinstance(value, BaseModel):
-        return value.model_dump(mode="json")
-    if isinstance(value, Mapping):
-        return {str(k): _plain(v) for k, v in value.items()}
-    if isinstance(value, Sequence) and not isinstance(value, str | bytes):
-        return [_plain(v) for v in value]
+    """``value`` as plain JSON data, with messages reduced to their content."""
+    plain: Any
     if value is None or isinstance(value, str | int | float | bool):
-        return value
-    return repr(value)
+        plain = value
+    elif isinstance(value, BaseMessage):
+        plain = message_fields(value)
+    elif isinstance(value, PromptValue):
+        plain = [message_fields(m) for m in value.to_messages()]
+    elif isinstance(value, BaseModel):
+        plain = value.model_dump(mode="json")
+    elif isinstance(value, Mapping):
+        plain = {str(k): _plain(v) for k, v in value.items()}
+    elif isinstance(value, Sequence) and not isinstance(value, bytes):
+        plain = [_plain(v) for v in value]
+    else:
+        plain = repr(value)
+    return plain
 
 
 def canonical_hash(value: Any) -> str:

@@ -21,16 +21,15 @@ from typing import Any, TypeVar
 from langchain_core.messages import AIMessage, AIMessageChunk, BaseMessage, BaseMessageChunk
 from langchain_core.messages.utils import message_chunk_to_message
 from langchain_core.runnables import Runnable, RunnableConfig
-from langgraph.types import interrupt
 from pydantic import BaseModel
 
 from tether.crashtest.points import crash_point
 from tether.steps import budget as budgets
 from tether.steps.codec import canonical_hash, decode_output, encode_output
-from tether.steps.errors import BudgetExceededError, NonDeterminismError
+from tether.steps.errors import NonDeterminismError
 from tether.steps.log import step_document
 from tether.steps.recording import ensure_logged, mark_logged
-from tether.steps.scope import BUDGET_KEY, NodeScope, node_scope, worker_id
+from tether.steps.scope import NodeScope, node_scope, worker_id
 from tether.steps.versions import VersionPins, ensure_pins
 
 __all__ = ["RecordedModel", "recorded"]
@@ -192,29 +191,16 @@ class RecordedModel(Runnable[Any, Any]):
     def _over_budget(
         self, call: _Call, plan: _Plan, run: Callable[[Coroutine[Any, Any, Any]], Any]
     ) -> None:
-        """Pause (interrupt) or stop while the run is over budget; sync twin of _aover_budget."""
-        ledger = plan.ledger
-        rounds = 0
+        """Stop, or pause (interrupt) until a person extends the budget; see _aover_budget."""
+        ledger, problem, rounds = plan.ledger, None, 0
         while ledger is not None and ledger.exceeded():
-            budget: budgets.Budget = call.scope.configurable[BUDGET_KEY]
-            run(
-                budgets.record_exceeded(
-                    call.scope, ledger, budget.on_exceed, f"{call.key}|{rounds}"
-                )
-            )
-            if budget.on_exceed == "stop":
-                raise BudgetExceededError(ledger.root, ledger.spent(), ledger.limits)
-            resume = interrupt(
-                {
-                    "tether": "budget",
-                    "run": ledger.root,
-                    "spent": ledger.spent(),
-                    "limits": ledger.limits,
-                    "resume_with": {"max_tokens": "...", "max_cost_usd": "..."},
-                }
-            )
-            run(budgets.extend(call.scope, ledger, resume, f"{call.key}|{rounds}"))
-            rounds += 1
+            key = f"{call.key}|{rounds}"
+            if problem is None:
+                run(budgets.record_exceeded(call.scope, ledger, key))
+            limits, problem = budgets.ask_for_more(call.scope, ledger, problem)
+            if limits is not None:
+                run(budgets.extend(call.scope, ledger, limits, key))
+                rounds += 1
 
     # -- sync ------------------------------------------------------------------
     def _sync(self, call: _Call) -> Callable[[Coroutine[Any, Any, T]], T]:
@@ -318,26 +304,15 @@ class RecordedModel(Runnable[Any, Any]):
             yield held
 
     async def _aover_budget(self, call: _Call, plan: _Plan) -> None:
-        ledger = plan.ledger
-        rounds = 0
+        ledger, problem, rounds = plan.ledger, None, 0
         while ledger is not None and ledger.exceeded():
-            budget: budgets.Budget = call.scope.configurable[BUDGET_KEY]
-            await budgets.record_exceeded(
-                call.scope, ledger, budget.on_exceed, f"{call.key}|{rounds}"
-            )
-            if budget.on_exceed == "stop":
-                raise BudgetExceededError(ledger.root, ledger.spent(), ledger.limits)
-            resume = interrupt(
-                {
-                    "tether": "budget",
-                    "run": ledger.root,
-                    "spent": ledger.spent(),
-                    "limits": ledger.limits,
-                    "resume_with": {"max_tokens": "...", "max_cost_usd": "..."},
-                }
-            )
-            await budgets.extend(call.scope, ledger, resume, f"{call.key}|{rounds}")
-            rounds += 1
+            key = f"{call.key}|{rounds}"
+            if problem is None:
+                await budgets.record_exceeded(call.scope, ledger, key)
+            limits, problem = budgets.ask_for_more(call.scope, ledger, problem)
+            if limits is not None:
+                await budgets.extend(call.scope, ledger, limits, key)
+                rounds += 1
 
 
 def model_step(key: str, doc: dict[str, Any]) -> dict[str, Any]:

@@ -24,7 +24,7 @@ import time
 import uuid
 from collections.abc import Awaitable, Callable, Coroutine
 from dataclasses import dataclass
-from typing import Any, TypeVar
+from typing import Any, TypeVar, overload
 
 from langchain_core.runnables import RunnableConfig
 from langchain_core.tools import BaseTool, StructuredTool
@@ -61,7 +61,7 @@ class ReconcileResult:
 
 
 Reconcile = Callable[
-    [dict[str, Any], str], "ReconcileResult | None | Awaitable[ReconcileResult | None]"
+    [dict[str, Any], str], "ReconcileResult | Awaitable[ReconcileResult | None] | None"
 ]
 
 
@@ -145,7 +145,7 @@ class DurableTool(BaseTool):
         """``("replay", output)``, ``("run", None)`` or ``("reconcile", None)``."""
         scope, store = call.scope, call.scope.store
         await ensure_pins(scope)
-        claim = {
+        claim: dict[str, Any] = {
             "state": "claimed",
             "tool": self.name,
             "args_hash": call.args_hash,
@@ -334,14 +334,36 @@ def _wrap(
     return tool
 
 
+@overload
 def durable_tool(
-    func_or_tool: Any = None,
+    func_or_tool: Callable[..., Any] | BaseTool,
     *,
     name: str | None = None,
     reconcile: Reconcile | None = None,
     version: str | None = None,
     safe_to_retry: bool = False,
-) -> Any:
+) -> DurableTool: ...
+
+
+@overload
+def durable_tool(
+    func_or_tool: None = None,
+    *,
+    name: str | None = None,
+    reconcile: Reconcile | None = None,
+    version: str | None = None,
+    safe_to_retry: bool = False,
+) -> Callable[[Callable[..., Any] | BaseTool], DurableTool]: ...
+
+
+def durable_tool(
+    func_or_tool: Callable[..., Any] | BaseTool | None = None,
+    *,
+    name: str | None = None,
+    reconcile: Reconcile | None = None,
+    version: str | None = None,
+    safe_to_retry: bool = False,
+) -> DurableTool | Callable[[Callable[..., Any] | BaseTool], DurableTool]:
     """Make a tool durable: claimed, run once, recorded, replayed.
 
     Use as ``@durable_tool``, ``@durable_tool(reconcile=...)`` or
