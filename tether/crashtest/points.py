@@ -8,6 +8,16 @@ time (1-based) the process reaches the point called ``name`` it kills itself
 with SIGKILL: no cleanup, no flush, exactly like a power cut. With
 ``TETHER_CRASH_TRACE=<file>`` every point reached is appended to that file, so
 the harness can enumerate the boundaries of an unkilled run.
+
+The boundaries tether marks:
+
+* ``model.before`` / ``model.after``: around a recorded model call; ``after``
+  is reached once the answer is durably recorded.
+* ``tool.before`` / ``tool.after``: around a durable tool's effect; ``before``
+  is reached once the intent is claimed, ``after`` once the result is recorded.
+* ``checkpoint.put.before`` / ``checkpoint.put.after`` and
+  ``checkpoint.put_writes.before`` / ``checkpoint.put_writes.after``: around
+  each checkpoint write (added by the harness's ``CrashPointSaver``).
 """
 
 from __future__ import annotations
