@@ -43,6 +43,14 @@ async def test_option_errors(monkeypatch: pytest.MonkeyPatch) -> None:
     with pytest.raises(ConfigurationError, match="searchable_metadata only applies"):
         async with open_checkpointer("memory://", searchable_metadata=("tenant",)):
             pass
+    with pytest.raises(ConfigurationError, match=r"not a single string"):
+        async with open_checkpointer("memory://", encryption=ring("k1"), searchable_metadata="t"):
+            pass
+    with pytest.raises(ConfigurationError, match=r"may not list '__tether_sealed__'"):
+        async with open_checkpointer(
+            "memory://", encryption=ring("k1"), searchable_metadata=[SEALED_METADATA_KEY]
+        ):
+            pass
     monkeypatch.setenv("TETHER_ENCRYPTION_KEYS", "main:tooshort")
     with pytest.raises(ConfigurationError, match="key 'main'"):
         async with open_checkpointer("memory://"):

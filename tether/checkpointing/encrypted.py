@@ -33,6 +33,7 @@ from langgraph.checkpoint.base import (
 
 from tether.checkpointing.delegating import DelegatingSaver
 from tether.checkpointing.encryption import KeyRing, PlaintextRefusedError, aad
+from tether.errors import ConfigurationError
 
 __all__ = [
     "CLEAR_METADATA_KEYS",
@@ -70,6 +71,15 @@ def _where(thread_id: str, ns: str, **parts: str) -> str:
     return f"thread {thread_id!r}, namespace {ns!r}{extra}"
 
 
+def _plaintext_refused(where: str) -> PlaintextRefusedError:
+    return PlaintextRefusedError(
+        f"value ({where}) is stored in clear but encryption is on; refusing it. "
+        "To migrate an unencrypted store, open it with "
+        "KeyRing(..., allow_plaintext=True) or TETHER_ENCRYPTION_ALLOW_PLAINTEXT=1 "
+        "(see docs/encryption.md, migration mode)"
+    )
+
+
 class EncryptedSaver(DelegatingSaver):
     """Encrypts channel values, pending writes and metadata for any backend.
 
@@ -88,11 +98,20 @@ class EncryptedSaver(DelegatingSaver):
         *,
         searchable_metadata: Iterable[str] = (),
     ) -> None:
+        if isinstance(searchable_metadata, str):
+            raise ConfigurationError(
+                f"searchable_metadata must be a list of metadata keys, e.g. "
+                f"({searchable_metadata!r},), not a single string"
+            )
+        searchable = tuple(searchable_metadata)
+        if SEALED_METADATA_KEY in searchable:
+            raise ConfigurationError(
+                f"searchable_metadata may not list {SEALED_METADATA_KEY!r}: the encryption "
+                "layer stores the sealed metadata under that key"
+            )
         super().__init__(inner)
         self.encryption = encryption
-        self.clear_metadata_keys = CLEAR_METADATA_KEYS | frozenset(searchable_metadata)
-        if SEALED_METADATA_KEY in self.clear_metadata_keys:
-            raise ValueError(f"{SEALED_METADATA_KEY!r} is reserved")
+        self.clear_metadata_keys = CLEAR_METADATA_KEYS | frozenset(searchable)
         # (thread, namespace) -> channel -> (version, value object, envelope) of
         # the last checkpoint written, most recent last.
         self._recent: dict[tuple[str, str], dict[str, tuple[Any, Any, bytes]]] = {}
@@ -107,12 +126,7 @@ class EncryptedSaver(DelegatingSaver):
         if not self.encryption.is_envelope(value):
             if self.encryption.allow_plaintext:
                 return value
-            raise PlaintextRefusedError(
-                f"value ({where}) is stored in clear but encryption is on; refusing it. "
-                "To migrate an unencrypted store, open it with "
-                "KeyRing(..., allow_plaintext=True) or TETHER_ENCRYPTION_ALLOW_PLAINTEXT=1, "
-                "then run `tether keys rotate`"
-            )
+            raise _plaintext_refused(where)
         plain = self.encryption.decrypt(value, data, where)
         end = 1 + plain[0]
         return self.serde.loads_typed((plain[1:end].decode(), plain[end:]))
@@ -173,7 +187,7 @@ class EncryptedSaver(DelegatingSaver):
                 self._open(base64.b64decode(sealed), metadata_aad(thread_id, ns, cid), where)
             )
         elif not self.encryption.allow_plaintext:
-            self._open(None, b"", where)  # raises PlaintextRefusedError
+            raise _plaintext_refused(where)
         writes = [
             (
                 task_id,

@@ -79,7 +79,7 @@ async def open_checkpointer(url: str, **options: Any) -> AsyncIterator[BaseCheck
         BackendUnavailableError: The server cannot be reached or lacks a module.
     """
     ring = _key_ring(options.pop("encryption", None))
-    searchable = tuple(options.pop("searchable_metadata", ()))
+    searchable = options.pop("searchable_metadata", ())
     if searchable and ring is None:
         raise ConfigurationError(
             "searchable_metadata only applies with encryption on; set TETHER_ENCRYPTION_KEYS "
