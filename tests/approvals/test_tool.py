@@ -32,6 +32,7 @@ from tether.demo.graph import build_demo_graph
 from tether.graphs.payments import FakePaymentsProvider
 from tether.graphs.refund_scenario import CALLS_FILE, PAYMENTS_FILE, RefundState, refund_input
 from tether.graphs.scripted import read_calls
+from tether.steps import read_steps
 
 CONFIG: RunnableConfig = {"configurable": {"thread_id": "t1"}}
 
@@ -95,6 +96,17 @@ async def test_edit_runs_the_edited_refund_and_the_agent_is_told(refund: Refund)
     assert "amount_cents: 4200 -> 2500" in result["approval"]["note"]
     assert refund.refunds() == 1
     assert "2500 cents issued" in messages[-1].content
+    steps = await read_steps(refund.saver, "t1")  # audit steps sit in the one step log
+    audits = [(s.name, s.output["by"]) for s in steps if s.kind == "approval"]
+    assert audits == [
+        ("issue_refund:requested", None),
+        ("issue_refund:decided", "erin"),
+        ("issue_refund:cleared", None),
+    ]
+    assert [s.kind for s in steps] == [
+        "model", "tool", "model", "approval", "approval", "approval", "tool", "model", "tool",
+        "model",
+    ]  # fmt: skip
 
 
 async def test_stop_on_expiry_ends_the_run_without_the_refund(refund: Refund) -> None:

@@ -8,10 +8,12 @@ of the observations shown, and the outcome.
 
 from __future__ import annotations
 
+import os
+import socket
+import time
 from typing import Any
 
 from tether.approvals.request import ApprovalRequest
-from tether.steps.log import step_document
 from tether.store import RecordStore
 
 __all__ = ["audit_document", "write_audit", "write_audit_sync"]
@@ -35,16 +37,29 @@ def audit_document(
         "observations_sha256": request.observations_sha256,
         **detail,
     }
-    return step_document(
-        "approval",
-        name=f"{request.action}:{event}",
-        node=request.node,
-        task_id=request.task_id,
-        input_hash=request.args_sha256,
-        output=output,
-        key=request.approval_id,
-        detail={"event": event},
-    )
+    now = time.time()
+    # The step log's document shape (see tether.steps.log.step_document), written
+    # here so that recording an approval does not import the whole steps layer.
+    return {
+        "kind": "approval",
+        "node": request.node,
+        "task_id": request.task_id,
+        "name": f"{request.action}:{event}",
+        "input_hash": request.args_sha256,
+        "model_id": None,
+        "prompt_version": None,
+        "tool_schema_version": None,
+        "usage": {},
+        "cost_usd": 0.0,
+        "started_at": now,
+        "ended_at": now,
+        "attempt": 1,
+        "worker_id": f"{socket.gethostname()}:{os.getpid()}",
+        "key": request.approval_id,
+        "graph_version": None,
+        "detail": {"event": event},
+        "output": output,
+    }
 
 
 async def write_audit(store: RecordStore, request: ApprovalRequest, event: str, **kw: Any) -> None:
