@@ -37,7 +37,7 @@ def test_approve_on_timeout_is_rejected(policy: Any) -> None:
 
 def test_approve_on_timeout_is_rejected_at_the_end_of_an_escalation() -> None:
     with pytest.raises(ApprovalConfigError, match=NO_TIMEOUT_APPROVAL):
-        Escalate(to=Approvers(users=["carol"]), expires_in=timedelta(hours=1), then="approve")
+        Escalate(to=Approvers(users=["carol"]), expires_in=timedelta(hours=1), then="approve")  # type: ignore[arg-type]
 
 
 def test_approve_on_timeout_is_rejected_when_gating_a_tool() -> None:

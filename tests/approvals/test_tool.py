@@ -69,9 +69,8 @@ async def test_reject_is_an_observation_the_agent_adapts_to(refund: Refund) -> N
         reason="a replacement was already shipped",
     )  # fmt: skip
     messages = await refund.messages()
-    result = json.loads(
-        next(m for m in messages if isinstance(m, ToolMessage) and m.name == "issue_refund").content
-    )
+    told = next(m for m in messages if isinstance(m, ToolMessage) and m.name == "issue_refund")
+    result = json.loads(str(told.content))
     assert result["status"] == "reject"
     assert result["reason"] == "a replacement was already shipped"
     assert "Do not retry it as it was" in result["note"]
@@ -90,7 +89,7 @@ async def test_edit_runs_the_edited_refund_and_the_agent_is_told(refund: Refund)
     )  # fmt: skip
     messages = await refund.messages()
     told = next(m for m in messages if isinstance(m, ToolMessage) and m.name == "issue_refund")
-    result = json.loads(told.content)
+    result = json.loads(str(told.content))
     assert result["amount_cents"] == 2500
     assert result["approval"]["decision"] == "edit"
     assert "amount_cents: 4200 -> 2500" in result["approval"]["note"]
@@ -122,7 +121,7 @@ async def test_stop_on_expiry_ends_the_run_without_the_refund(refund: Refund) ->
     assert not state.next
     last = state.values["messages"][-1]
     assert isinstance(last, ToolMessage)  # the model was not asked again
-    assert json.loads(last.content)["policy"] == "stop"
+    assert json.loads(str(last.content))["policy"] == "stop"
     assert refund.refunds() == 0
     assert len(read_calls(refund.world / CALLS_FILE)) == 2
 
@@ -163,7 +162,7 @@ async def test_the_risk_policy_decides_when_to_ask(backend: Backend) -> None:
         small = await graph.ainvoke(
             {"messages": [("user", "50")]}, {"configurable": {"thread_id": "small"}}
         )
-        assert json.loads(small["messages"][-1].content) == {"paid": 50, "to": "bob"}
+        assert json.loads(str(small["messages"][-1].content)) == {"paid": 50, "to": "bob"}
         big = await graph.ainvoke(
             {"messages": [("user", "500")]}, {"configurable": {"thread_id": "big"}}
         )
@@ -189,6 +188,6 @@ async def test_safe_alternative_of_a_tool(backend: Backend) -> None:
         assert [a.outcome for a in await expire_due(saver, graph, now=later)] == [
             "safe_alternative"
         ]
-        result = json.loads((await graph.aget_state(CONFIG)).values["messages"][-1].content)
+        result = json.loads(str((await graph.aget_state(CONFIG)).values["messages"][-1].content))
         assert result["paid"] == 100
         assert result["approval"]["policy"] == "safe_alternative"
