@@ -13,7 +13,7 @@ from langgraph.checkpoint.base import BaseCheckpointSaver
 
 from tests.approvals import graphs
 from tests.backends import Backend
-from tether.approvals import ApprovalView, list_approvals
+from tether.approvals import ApprovalView, DecisionResult, decide, list_approvals
 from tether.store import store_for
 
 
@@ -40,6 +40,16 @@ class Paused:
 
     def after_expiry(self, extra: timedelta = timedelta(seconds=1)) -> datetime:
         return datetime.fromisoformat(self.view.request.expires_at) + extra
+
+    async def decide(
+        self, decision: str = "approve", *, by: str = "alice", **kw: Any
+    ) -> DecisionResult:
+        """``decide`` on this run; the shown args hash unless ``args_sha256`` is given."""
+        kw.setdefault("args_sha256", self.args_sha256)
+        approval_id = kw.pop("approval_id", self.approval_id)
+        return await decide(
+            self.saver, self.thread_id, approval_id, decision, graph=self.graph, by=by, **kw
+        )
 
     async def log(self) -> list[str]:
         state = await self.graph.aget_state(self.config)

@@ -54,15 +54,7 @@ async def test_request_payload_holds_what_an_approver_needs(pause: PauseFn) -> N
 
 async def test_approve_runs_once_with_the_shown_args_and_audits(pause: PauseFn) -> None:
     paused = await pause(amount=500)
-    result = await decide(
-        paused.saver,
-        "t1",
-        paused.approval_id,
-        "approve",
-        graph=paused.graph,
-        by="alice",
-        args_sha256=paused.args_sha256,
-    )
+    result = await paused.decide("approve", by="alice")
     assert result.finished
     assert result.pending == []
     assert await paused.log() == ["paid 500 to bob (approve)", "after"]
@@ -79,48 +71,21 @@ async def test_approve_runs_once_with_the_shown_args_and_audits(pause: PauseFn) 
 
 async def test_a_role_holder_may_decide(pause: PauseFn) -> None:
     paused = await pause()
-    result = await decide(
-        paused.saver,
-        "t1",
-        paused.approval_id,
-        "approve",
-        graph=paused.graph,
-        by="erin",
-        roles=["finance"],
-        args_sha256=paused.args_sha256,
-    )
+    result = await paused.decide("approve", by="erin", roles=["finance"])
     assert result.finished
 
 
 async def test_not_allowed(pause: PauseFn) -> None:
     paused = await pause()
     with pytest.raises(ApproverNotAllowedError, match=r"'mallory'.*may not decide"):
-        await decide(
-            paused.saver,
-            "t1",
-            paused.approval_id,
-            "approve",
-            graph=paused.graph,
-            by="mallory",
-            roles=["intern"],
-            args_sha256=paused.args_sha256,
-        )
+        await paused.decide("approve", by="mallory", roles=["intern"])
     await _unchanged(paused)
 
 
 async def test_expired(pause: PauseFn) -> None:
     paused = await pause()
     with pytest.raises(ApprovalExpiredError, match=r"expired at .*tether approvals expire"):
-        await decide(
-            paused.saver,
-            "t1",
-            paused.approval_id,
-            "approve",
-            graph=paused.graph,
-            by="alice",
-            args_sha256=paused.args_sha256,
-            now=paused.after_expiry(),
-        )
+        await paused.decide("approve", by="alice", now=paused.after_expiry())
     await _unchanged(paused)
 
 
@@ -128,24 +93,15 @@ async def test_args_hash_mismatch(pause: PauseFn) -> None:
     paused = await pause()
     other = args_sha256({"to": "bob", "amount": 5000})
     with pytest.raises(ArgsHashMismatchError, match="tether approvals show"):
-        await decide(
-            paused.saver,
-            "t1",
-            paused.approval_id,
-            "approve",
-            graph=paused.graph,
-            by="alice",
-            args_sha256=other,
-        )
+        await paused.decide("approve", by="alice", args_sha256=other)
     await _unchanged(paused)
 
 
 async def test_already_decided_does_not_resume_again(pause: PauseFn) -> None:
     paused = await pause()
-    kw = {"graph": paused.graph, "by": "alice", "args_sha256": paused.args_sha256}
-    await decide(paused.saver, "t1", paused.approval_id, "approve", **kw)
+    await paused.decide("approve")
     with pytest.raises(AlreadyDecidedError, match="already decided \\(approve by alice"):
-        await decide(paused.saver, "t1", paused.approval_id, "reject", **kw)
+        await paused.decide("reject")
     assert await paused.log() == ["paid 500 to bob (approve)", "after"]
 
 
@@ -153,16 +109,7 @@ async def test_concurrent_double_submission_resumes_exactly_once(pause: PauseFn)
     paused = await pause()
 
     async def submit(by: str, roles: list[str]) -> object:
-        return await decide(
-            paused.saver,
-            "t1",
-            paused.approval_id,
-            "approve",
-            graph=paused.graph,
-            by=by,
-            roles=roles,
-            args_sha256=paused.args_sha256,
-        )
+        return await paused.decide("approve", by=by, roles=roles)
 
     outcomes = await asyncio.gather(
         submit("alice", []), submit("erin", ["finance"]), return_exceptions=True
@@ -188,42 +135,19 @@ async def test_unknown_approval_and_wrong_thread(pause: PauseFn) -> None:
 
 async def test_malformed_edit_is_refused_before_anything_is_written(pause: PauseFn) -> None:
     paused = await pause()
-    kw = {"graph": paused.graph, "by": "alice", "args_sha256": paused.args_sha256}
     with pytest.raises(InvalidEditError, match="amount: Input should be greater than 0"):
-        await decide(
-            paused.saver,
-            "t1",
-            paused.approval_id,
-            "edit",
-            edited_args={"to": "bob", "amount": -3},
-            **kw,
-        )
+        await paused.decide("edit", edited_args={"to": "bob", "amount": -3})
     with pytest.raises(InvalidEditError, match="amount: Input should be a valid integer"):
-        await decide(
-            paused.saver,
-            "t1",
-            paused.approval_id,
-            "edit",
-            edited_args={"to": "bob", "amount": "lots"},
-            **kw,
-        )
+        await paused.decide("edit", edited_args={"to": "bob", "amount": "lots"})
     with pytest.raises(InvalidEditError, match="must be a JSON object"):
-        await decide(paused.saver, "t1", paused.approval_id, "edit", edited_args=[1], **kw)  # type: ignore[arg-type]
+        await paused.decide("edit", edited_args=[1])
     await _unchanged(paused)
 
 
 async def test_edit_runs_the_edited_args_and_tells_the_agent(pause: PauseFn) -> None:
     paused = await pause(amount=500)
-    result = await decide(
-        paused.saver,
-        "t1",
-        paused.approval_id,
-        "edit",
-        graph=paused.graph,
-        by="alice",
-        args_sha256=paused.args_sha256,
-        edited_args={"to": "bob", "amount": 250},
-        reason="half now",
+    result = await paused.decide(
+        "edit", by="alice", edited_args={"to": "bob", "amount": 250}, reason="half now"
     )
     assert result.decision["args_sha256"] == args_sha256({"to": "bob", "amount": 250})
     assert result.decision["args_sha256"] != paused.args_sha256
@@ -236,16 +160,7 @@ async def test_edit_runs_the_edited_args_and_tells_the_agent(pause: PauseFn) -> 
 
 async def test_reject_reaches_the_agent_as_an_observation(pause: PauseFn) -> None:
     paused = await pause()
-    await decide(
-        paused.saver,
-        "t1",
-        paused.approval_id,
-        "reject",
-        graph=paused.graph,
-        by="alice",
-        args_sha256=paused.args_sha256,
-        reason="duplicate invoice",
-    )
+    await paused.decide("reject", by="alice", reason="duplicate invoice")
     log = await paused.log()
     assert log[0].startswith("reject:-: alice rejected pay. Reason: duplicate invoice.")
     assert "Do not retry it as it was" in log[0]
@@ -259,12 +174,7 @@ async def test_a_run_not_paused_there_is_refused(pause: PauseFn) -> None:
     await paused.graph.aupdate_state(paused.config, {"log": ["moved on"]}, as_node="pay")
     with pytest.raises(ApprovalNotPendingError, match="not paused at approval"):
         await decide(
-            paused.saver,
-            "t1",
-            paused.approval_id,
-            "approve",
-            graph=other_graph,
-            by="alice",
-            args_sha256=paused.args_sha256,
-        )
+            paused.saver, "t1", paused.approval_id, "approve",
+            graph=other_graph, by="alice", args_sha256=paused.args_sha256,
+        )  # fmt: skip
     assert await store_for(paused.saver).get(DECISION_KIND, paused.approval_id) is None

@@ -11,7 +11,6 @@ from tests.approvals.conftest import PauseFn
 from tether.approvals import (
     AlreadyDecidedError,
     ApproverNotAllowedError,
-    decide,
     expire_due,
     get_approval,
 )
@@ -40,15 +39,7 @@ async def test_stop_ends_the_run_with_its_partial_result(pause: PauseFn) -> None
     assert view.decision["by"] == "tether:expiry"
     assert await paused.events() == ["requested", "decided"]
     with pytest.raises(AlreadyDecidedError):
-        await decide(
-            paused.saver,
-            "t1",
-            paused.approval_id,
-            "approve",
-            graph=paused.graph,
-            by="alice",
-            args_sha256=paused.args_sha256,
-        )
+        await paused.decide("approve", by="alice")
 
 
 async def test_safe_alternative_runs_the_proposed_alternative(pause: PauseFn) -> None:
@@ -71,9 +62,8 @@ async def test_escalate_hands_over_then_stops(pause: PauseFn) -> None:
     )
     assert len(view.request.escalations) == 1
     assert await paused.events() == ["requested", "escalated"]
-    kw = {"graph": paused.graph, "args_sha256": paused.args_sha256}
     with pytest.raises(ApproverNotAllowedError, match="'alice'"):
-        await decide(paused.saver, "t1", paused.approval_id, "approve", by="alice", now=first, **kw)
+        await paused.decide("approve", by="alice", now=first)
     # Nobody acts in the escalation window either: the chain's next policy (stop) applies.
     second = first + timedelta(hours=2, seconds=1)
     actions = await expire_due(paused.saver, paused.graph, now=second)
@@ -85,15 +75,6 @@ async def test_the_escalated_approver_may_decide(pause: PauseFn) -> None:
     paused = await pause(graphs.escalating_graph)
     first = paused.after_expiry()
     await expire_due(paused.saver, paused.graph, now=first)
-    result = await decide(
-        paused.saver,
-        "t1",
-        paused.approval_id,
-        "approve",
-        graph=paused.graph,
-        by="carol",
-        args_sha256=paused.args_sha256,
-        now=first + timedelta(minutes=5),
-    )
+    result = await paused.decide("approve", by="carol", now=first + timedelta(minutes=5))
     assert result.finished
     assert await paused.log() == ["paid 500 to bob (approve)", "after"]

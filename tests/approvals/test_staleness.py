@@ -6,14 +6,13 @@ import pytest
 
 from tests.approvals import graphs
 from tests.approvals.conftest import PauseFn
-from tether.approvals import AlreadyDecidedError, decide, get_approval
+from tether.approvals import AlreadyDecidedError, get_approval
 
 
 async def test_a_changed_version_voids_the_approval_and_asks_again(pause: PauseFn) -> None:
     paused = await pause(amount=500)
     graphs.VERSIONS["balance"] = 2  # the account changed while the request waited
-    kw = {"graph": paused.graph, "by": "alice", "args_sha256": paused.args_sha256}
-    result = await decide(paused.saver, "t1", paused.approval_id, "approve", **kw)
+    result = await paused.decide("approve")
 
     assert not result.finished
     assert len(result.pending) == 1
@@ -31,9 +30,9 @@ async def test_a_changed_version_voids_the_approval_and_asks_again(pause: PauseF
     assert await paused.events() == ["requested", "decided", "voided", "requested"]
 
     with pytest.raises(AlreadyDecidedError, match="voided"):
-        await decide(paused.saver, "t1", paused.approval_id, "approve", **kw)
+        await paused.decide("approve")
 
-    done = await decide(paused.saver, "t1", fresh["approval_id"], "approve", **kw)
+    done = await paused.decide("approve", approval_id=fresh["approval_id"])
     assert done.finished
     assert await paused.log() == ["paid 500 to bob (approve)", "after"]
     assert (await paused.events())[-2:] == ["decided", "cleared"]
@@ -42,15 +41,6 @@ async def test_a_changed_version_voids_the_approval_and_asks_again(pause: PauseF
 async def test_a_rejection_is_not_stale_checked(pause: PauseFn) -> None:
     paused = await pause()
     graphs.VERSIONS["balance"] = 3
-    result = await decide(
-        paused.saver,
-        "t1",
-        paused.approval_id,
-        "reject",
-        graph=paused.graph,
-        by="alice",
-        args_sha256=paused.args_sha256,
-        reason="no",
-    )
+    result = await paused.decide("reject", by="alice", reason="no")
     assert result.finished
     assert (await paused.log())[0].startswith("reject:")

@@ -55,6 +55,12 @@ def _decided_audit(request: ApprovalRequest, doc: dict[str, Any]) -> dict[str, A
     )
 
 
+def _decision_kwargs(given: dict[str, Any]) -> dict[str, Any]:
+    """The keyword arguments of ``build_decision`` among ``decide``'s arguments."""
+    names = ("by", "args_sha256", "edited_args", "reason", "now")
+    return {**{n: given[n] for n in names}, "roles": tuple(given["roles"])}
+
+
 def _lost_race(request: ApprovalRequest) -> AlreadyDecidedError:
     return AlreadyDecidedError(
         f"approval {request.approval_id} was decided by someone else a moment ago; this "
@@ -140,22 +146,9 @@ async def decide(
         ApprovalNotPendingError: See :mod:`tether.approvals.decisions`.
     """
     store = store_for(checkpointer)
-    request = check_request(
-        thread_id,
-        approval_id,
-        await store.get(APPROVAL_KIND, approval_id),
-        await store.get(DECISION_KIND, approval_id),
-    )
-    doc = build_decision(
-        request,
-        decision,
-        by=by,
-        roles=tuple(roles),
-        args_sha256=args_sha256,
-        edited_args=edited_args,
-        reason=reason,
-        now=now,
-    )
+    records = [await store.get(kind, approval_id) for kind in (APPROVAL_KIND, DECISION_KIND)]
+    request = check_request(thread_id, approval_id, *records)
+    doc = build_decision(request, decision, **_decision_kwargs(locals()))
     return await settle(checkpointer, graph, request, doc)
 
 
@@ -175,20 +168,7 @@ def decide_sync(
 ) -> DecisionResult:
     """Sync twin of :func:`decide` (not from the checkpointer's own event loop)."""
     store = store_for(checkpointer)
-    request = check_request(
-        thread_id,
-        approval_id,
-        store.sync.get(APPROVAL_KIND, approval_id),
-        store.sync.get(DECISION_KIND, approval_id),
-    )
-    doc = build_decision(
-        request,
-        decision,
-        by=by,
-        roles=tuple(roles),
-        args_sha256=args_sha256,
-        edited_args=edited_args,
-        reason=reason,
-        now=now,
-    )
+    records = [store.sync.get(kind, approval_id) for kind in (APPROVAL_KIND, DECISION_KIND)]
+    request = check_request(thread_id, approval_id, *records)
+    doc = build_decision(request, decision, **_decision_kwargs(locals()))
     return settle_sync(checkpointer, graph, request, doc)

@@ -296,6 +296,25 @@ def _context(config: RunnableConfig | None) -> StepContext:
     return step_context(config)
 
 
+_Gate = Generator[_Op, Any, ApprovalOutcome]
+
+
+def _start(
+    kwargs: dict[str, Any], config: RunnableConfig | None
+) -> tuple[ApprovalSpec, RecordStore, _Gate]:
+    spec = _spec(**kwargs)
+    ctx = _context(config)
+    return spec, store_for(ctx.checkpointer), _gate(spec, ctx)
+
+
+def _advance(gen: _Gate, value: Any) -> tuple[_Op | None, ApprovalOutcome | None]:
+    """Send ``value`` into the gate: the next operation, or the final outcome."""
+    try:
+        return gen.send(value), None
+    except StopIteration as done:
+        return None, done.value
+
+
 def request_approval(
     action: str,
     args: Mapping[str, Any] | BaseModel,
@@ -346,18 +365,12 @@ def request_approval(
         GraphInterrupt: (LangGraph's) the run pauses until a decision.
         ApprovalConfigError: Bad configuration (missing approvers, approve-on-timeout...).
     """
-    spec = _spec(**{k: v for k, v in locals().items() if k != "config"})
-    ctx = _context(config)
-    store = store_for(ctx.checkpointer)
-    gen = _gate(spec, ctx)
-    value: Any = None
-    while True:
-        try:
-            op = gen.send(value)
-        except StopIteration as done:
-            outcome: ApprovalOutcome = done.value
-            return outcome
-        value = _perform_sync(op, spec, store)
+    spec, store, gen = _start({k: v for k, v in locals().items() if k != "config"}, config)
+    op, outcome = _advance(gen, None)
+    while op is not None:
+        op, outcome = _advance(gen, _perform_sync(op, spec, store))
+    assert outcome is not None
+    return outcome
 
 
 async def arequest_approval(
@@ -378,18 +391,12 @@ async def arequest_approval(
     config: RunnableConfig | None = None,
 ) -> ApprovalOutcome:
     """Async twin of :func:`request_approval`; readers and observations may be async."""
-    spec = _spec(**{k: v for k, v in locals().items() if k != "config"})
-    ctx = _context(config)
-    store = store_for(ctx.checkpointer)
-    gen = _gate(spec, ctx)
-    value: Any = None
-    while True:
-        try:
-            op = gen.send(value)
-        except StopIteration as done:
-            outcome: ApprovalOutcome = done.value
-            return outcome
-        value = await _perform_async(op, spec, store)
+    spec, store, gen = _start({k: v for k, v in locals().items() if k != "config"}, config)
+    op, outcome = _advance(gen, None)
+    while op is not None:
+        op, outcome = _advance(gen, await _perform_async(op, spec, store))
+    assert outcome is not None
+    return outcome
 
 
 def _call_sync(fn: Callable[[], Any], what: str) -> Any:
