@@ -60,10 +60,17 @@ def test_refund_agent_survives_every_boundary_on_postgres(
 
 
 @pytest.mark.slow
-def test_refund_agent_with_a_sign_off_interrupt(crashtest: Any, tmp_path: Path) -> None:
-    _assert_all_clean(
-        crashtest("tests.crashtest.targets:gated_target", f"sqlite:///{tmp_path}/crash.db")
-    )
+def test_refund_agent_with_a_sign_off_interrupt_on_redis(
+    crashtest: Any, servers: dict[str, str]
+) -> None:
+    import redis
+
+    _assert_all_clean(crashtest("tests.crashtest.targets:gated_target", servers["redis"]))
+    client = redis.Redis.from_url(servers["redis"])
+    try:
+        assert list(client.scan_iter(match="crashtest*")) == []  # every prefix was dropped
+    finally:
+        client.close()
 
 
 @pytest.mark.slow
@@ -94,8 +101,8 @@ def test_an_unanswered_interrupt_is_a_clear_error(tmp_path: Path) -> None:
     [
         (REFUND, "memory://", "memory:// cannot be crash tested"),
         (REFUND, "sqlite:///:memory:", "name a database file"),
-        (REFUND, "redis://127.0.0.1:1", "supports sqlite:// and postgresql:// URLs, not redis"),
         (REFUND, "nosuch://x", "unknown checkpointer URL scheme"),
+        (REFUND, "sqlite:////no/such/dir/x.db", "does not exist; create it first"),
         ("tether.graphs.refund", "sqlite:///x.db", "must be written MODULE:ATTR"),
         ("no_such_module_xyz:target", "sqlite:///x.db", "cannot import module"),
         ("tether.graphs.refund:nope", "sqlite:///x.db", "has no attribute 'nope'"),
@@ -107,6 +114,11 @@ def test_bad_input_is_named(
 ) -> None:
     assert main(["crashtest", target, "--url", url]) == 1
     assert message in capsys.readouterr().err
+
+
+def test_unreachable_server_fails_the_reference_run(tmp_path: Path) -> None:
+    with pytest.raises(CrashTestError, match=r"reference run(.|\n)*cannot reach Redis"):
+        run_crashtest(REFUND, "redis://127.0.0.1:1", scratch=tmp_path, progress=lambda line: None)
 
 
 def test_workers_must_be_positive(capsys: pytest.CaptureFixture[str]) -> None:

@@ -31,8 +31,9 @@ def register(subparsers: Any) -> None:
     parser.add_argument(
         "--url",
         required=True,
-        help="sqlite:///path/crash.db or postgresql://user@host/db; every run "
-        "gets a fresh database derived from it (postgres needs CREATEDB)",
+        help="sqlite:///path/crash.db, postgresql://user@host/db or redis://host:port; every "
+        "run gets a fresh database (a new key prefix on redis) derived from it; postgres "
+        "needs CREATEDB",
     )
     parser.add_argument(
         "--workers", type=int, default=2, help="boundaries tested in parallel (default 2)"

@@ -109,6 +109,7 @@ class ChildJob:
     Attributes:
         spec: The target's ``MODULE:ATTR``.
         url: The run's database.
+        options: ``open_checkpointer`` options (a Redis key prefix).
         workdir: The run's outside world.
         result: Where the outcome JSON goes.
         env: Crash settings (``TETHER_CRASH_AT`` or ``TETHER_CRASH_TRACE``).
@@ -118,6 +119,7 @@ class ChildJob:
 
     spec: str
     url: str
+    options: dict[str, Any]
     workdir: Path
     result: Path
     env: dict[str, str]
@@ -138,7 +140,7 @@ def forked_entry(job: ChildJob) -> None:
         os.environ.pop(name, None)
     os.environ.update(job.env)
     sys.path.insert(0, job.search_path)
-    run_to_file(job.spec, job.url, {}, job.workdir, job.result)
+    run_to_file(job.spec, job.url, job.options, job.workdir, job.result)
 
 
 def main(argv: Sequence[str] | None = None) -> int:

@@ -3,9 +3,10 @@
 * ``sqlite:///dir/name.db``: a new file ``dir/name-<label>.db`` per run.
 * ``postgresql://user@host/db``: a new database on the same server per run
   (the user needs ``CREATEDB``), dropped afterwards.
+* ``redis://host:port``: a new key prefix per run, whose keys and search
+  indexes are deleted afterwards.
 
-Other backends are refused with a message saying why: ``memory://`` does not
-outlive the process that a crash test kills.
+``memory://`` is refused: it does not outlive the process a crash test kills.
 """
 
 from __future__ import annotations
@@ -14,6 +15,7 @@ import uuid
 from collections.abc import Iterator
 from contextlib import contextmanager, suppress
 from pathlib import Path
+from typing import Any
 from urllib.parse import urlsplit, urlunsplit
 
 from tether.checkpointing.url import parse_url, redact
@@ -33,12 +35,7 @@ def check_url(url: str) -> str:
     if backend == "memory":
         raise CrashTestError(
             "memory:// cannot be crash tested: its state dies with the process the harness "
-            "kills; use sqlite:///path/crash.db or a postgresql:// URL"
-        )
-    if backend not in {"sqlite", "postgres"}:
-        raise CrashTestError(
-            f"tether crashtest supports sqlite:// and postgresql:// URLs, not {backend}; "
-            f"got {redact(url)!r}"
+            "kills; use sqlite:///path/crash.db, a postgresql:// or a redis:// URL"
         )
     if backend == "sqlite" and parse_url(url).sqlite_path == ":memory:":
         raise CrashTestError("sqlite:///:memory: cannot be crash tested; name a database file")
@@ -46,22 +43,32 @@ def check_url(url: str) -> str:
 
 
 @contextmanager
-def fresh_database(url: str, label: str) -> Iterator[str]:
-    """Yield the URL of a new, empty database of ``url``'s kind; remove it afterwards."""
+def fresh_database(url: str, label: str) -> Iterator[tuple[str, dict[str, Any]]]:
+    """Yield a new, empty database of ``url``'s kind; remove it afterwards.
+
+    Yields:
+        The URL and the ``open_checkpointer`` options that reach the database.
+    """
     backend = check_url(url)
-    if backend == "sqlite":
+    if backend == "redis":
+        prefix = f"crashtest{label}{uuid.uuid4().hex[:8]}"
+        try:
+            yield url, {"key_prefix": prefix}
+        finally:
+            _drop_redis_prefix(url, prefix)
+    elif backend == "sqlite":
         base = Path(parse_url(url).sqlite_path).expanduser().resolve()
         path = base.with_name(f"{base.stem}-{label}{base.suffix or '.db'}")
         for leftover in _sqlite_files(path):
             leftover.unlink(missing_ok=True)
         try:
-            yield f"sqlite:///{path}"
+            yield f"sqlite:///{path}", {}
         finally:
             for file in _sqlite_files(path):
                 file.unlink(missing_ok=True)
     else:
         with _fresh_postgres(url, label) as fresh:
-            yield fresh
+            yield fresh, {}
 
 
 def _sqlite_files(path: Path) -> list[Path]:
@@ -89,3 +96,21 @@ def _fresh_postgres(url: str, label: str) -> Iterator[str]:
     finally:
         with suppress(psycopg.Error), psycopg.connect(url, autocommit=True) as conn:
             conn.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
+
+
+def _drop_redis_prefix(url: str, prefix: str) -> None:
+    import redis
+
+    client = redis.Redis.from_url(url)
+    try:
+        for index in client.execute_command("FT._LIST"):
+            name = index.decode() if isinstance(index, bytes) else str(index)
+            if name.startswith(prefix):
+                client.execute_command("FT.DROPINDEX", name)
+        keys = list(client.scan_iter(match=f"{prefix}*", count=1000))
+        for start in range(0, len(keys), 500):
+            client.delete(*keys[start : start + 500])
+    except redis.RedisError:
+        pass  # best effort: an unreachable server already failed the run loudly
+    finally:
+        client.close()

@@ -127,6 +127,7 @@ _PRELOAD = [
     "tether.steps",
     "tether.checkpointing.sqlite",
     "tether.checkpointing.postgres",
+    "tether.checkpointing.redis",
     "langgraph.prebuilt",
 ]
 
@@ -143,13 +144,15 @@ class _Run:
     target: CrashTarget
     scratch: Path
 
-    def child(self, url: str, workdir: Path, result: Path, env: dict[str, str]) -> _Exit:
+    def child(
+        self, db: tuple[str, dict[str, Any]], workdir: Path, result: Path, env: dict[str, str]
+    ) -> _Exit:
         workdir.mkdir(parents=True, exist_ok=True)
         log = workdir.with_name(f"{workdir.name}-{uuid.uuid4().hex[:6]}.log")
         process = _fork_context().Process(
             target=forked_entry,
             name="tether-crashtest-child",
-            args=(ChildJob(self.spec, url, workdir, result, env, log, os.getcwd()),),
+            args=(ChildJob(self.spec, *db, workdir, result, env, log, os.getcwd()),),
         )
         process.start()
         process.join(_CHILD_TIMEOUT_S)
@@ -256,8 +259,8 @@ def run_crashtest(
 
     Args:
         spec: Names a :class:`CrashTarget` (see :mod:`tether.crashtest.target`).
-        url: A ``sqlite://`` or ``postgresql://`` URL; every run gets a fresh
-            database derived from it.
+        url: A ``sqlite://``, ``postgresql://`` or ``redis://`` URL; every run
+            gets a fresh database (or Redis key prefix) derived from it.
         workers: Boundaries tested at the same time.
         scratch: Directory for working files; a temporary one by default. It is
             removed after a clean run and kept (and named) after a failure.
