@@ -16,6 +16,7 @@ from langchain_core.tools import tool
 from langgraph.checkpoint.base import BaseCheckpointSaver
 from langgraph.graph import END, START, StateGraph
 from langgraph.prebuilt import ToolNode
+from langgraph.types import Send
 
 from tests.approvals import graphs
 from tests.backends import Backend
@@ -141,19 +142,54 @@ def _pay_graph(saver: BaseCheckpointSaver[Any], **gate: Any) -> Any:
     )
 
     def call(state: RefundState) -> dict[str, Any]:
-        amount = int(str(state["messages"][-1].content))
-        message = AIMessage(
-            "", tool_calls=[{"name": "pay", "args": {"to": "bob", "amount": amount}, "id": "c1"}]
-        )
-        return {"messages": [message]}
+        amounts = [int(a) for a in str(state["messages"][-1].content).split(",")]
+        calls = [
+            {"name": "pay", "args": {"to": "bob", "amount": amount}, "id": f"c{i + 1}"}
+            for i, amount in enumerate(amounts)
+        ]
+        return {"messages": [AIMessage("", tool_calls=calls)]}
+
+    def dispatch(state: RefundState) -> list[Send]:  # one task per tool call
+        last = state["messages"][-1]
+        assert isinstance(last, AIMessage)
+        return [
+            Send("tools", {"__type": "tool_call_with_context", "tool_call": c, "state": state})
+            for c in last.tool_calls
+        ]
 
     builder = StateGraph(RefundState)
     builder.add_node("call", call)
     builder.add_node("tools", ToolNode([gated]))
     builder.add_edge(START, "call")
-    builder.add_edge("call", "tools")
+    builder.add_conditional_edges("call", dispatch, ["tools"])
     builder.add_edge("tools", END)
     return builder.compile(checkpointer=saver)
+
+
+async def test_parallel_tool_calls_are_separate_approvals(backend: Backend) -> None:
+    async with backend.open() as saver:
+        graph = _pay_graph(saver)
+        await graph.ainvoke({"messages": [("user", "500,700")]}, CONFIG)
+        views = {v.request.key: v.request for v in await list_approvals(saver)}
+        assert sorted(views) == ["c1", "c2"]
+        result = await decide(
+            saver, "t1", views["c2"].approval_id, "reject",
+            graph=graph, by="alice", args_sha256=views["c2"].args_sha256, reason="twice?",
+        )  # fmt: skip
+        assert [p["key"] for p in result.pending] == ["c1"]
+        result = await decide(
+            saver, "t1", views["c1"].approval_id, "approve",
+            graph=graph, by="alice", args_sha256=views["c1"].args_sha256,
+        )  # fmt: skip
+        assert result.finished
+        told = {
+            m.tool_call_id: json.loads(str(m.content))
+            for m in (await graph.aget_state(CONFIG)).values["messages"]
+            if isinstance(m, ToolMessage)
+        }
+        assert told["c1"] == {"paid": 500, "to": "bob"}
+        assert told["c2"]["status"] == "reject"
+        assert told["c2"]["reason"] == "twice?"
 
 
 async def test_the_risk_policy_decides_when_to_ask(backend: Backend) -> None:
