@@ -43,6 +43,18 @@ CREATE TABLE IF NOT EXISTS outbox (
 """
 
 
+def _insert_numbered(
+    db: sqlite3.Connection, table: str, id_column: str, prefix: str, row: dict[str, object]
+) -> str:
+    """Insert ``row`` and give it the id ``<prefix>_<seq>`` (deterministic per database)."""
+    columns = ", ".join(row)
+    marks = ", ".join("?" for _ in row)
+    cursor = db.execute(f"INSERT INTO {table} ({columns}) VALUES ({marks})", tuple(row.values()))
+    new_id = f"{prefix}_{cursor.lastrowid:06d}"
+    db.execute(f"UPDATE {table} SET {id_column} = ? WHERE seq = ?", (new_id, cursor.lastrowid))
+    return new_id
+
+
 class FakePaymentsError(TetherError):
     """The fake provider refused a request (unknown order, refund above the order total)."""
 
@@ -168,13 +180,16 @@ class FakePaymentsProvider:
                     f"refund of {amount_cents} cents on order {order_id!r} must be positive "
                     f"and at most the order total of {order[0]} cents"
                 )
-            cursor = db.execute(
-                "INSERT INTO refunds (order_id, amount_cents, idempotency_key) VALUES (?, ?, ?)",
-                (order_id, amount_cents, idempotency_key),
-            )
-            refund_id = f"re_{cursor.lastrowid:06d}"
-            db.execute(
-                "UPDATE refunds SET refund_id = ? WHERE seq = ?", (refund_id, cursor.lastrowid)
+            refund_id = _insert_numbered(
+                db,
+                "refunds",
+                "refund_id",
+                "re",
+                {
+                    "order_id": order_id,
+                    "amount_cents": amount_cents,
+                    "idempotency_key": idempotency_key,
+                },
             )
         return FakeRefund(refund_id, order_id, amount_cents)
 
@@ -186,15 +201,13 @@ class FakePaymentsProvider:
         """
         self._count_attempt("email", None)
         with self._transaction() as db:
-            cursor = db.execute(
-                "INSERT INTO outbox (recipient, subject, body) VALUES (?, ?, ?)",
-                (to, subject, body),
+            return _insert_numbered(
+                db,
+                "outbox",
+                "message_id",
+                "msg",
+                {"recipient": to, "subject": subject, "body": body},
             )
-            message_id = f"msg_{cursor.lastrowid:06d}"
-            db.execute(
-                "UPDATE outbox SET message_id = ? WHERE seq = ?", (message_id, cursor.lastrowid)
-            )
-        return message_id
 
     def find_email(self, to: str, subject: str, body: str) -> str | None:
         """The id of the first outbox message with exactly these fields, if any."""
