@@ -151,3 +151,14 @@ async def test_rotation_names_an_unsupported_saver() -> None:
 
     with pytest.raises(ConfigurationError, match="does not support CustomSaver"):
         await rotate_keys(EncryptedSaver(CustomSaver(), ring("key-a")))
+
+
+async def test_rotation_counts_values_stored_in_clear_and_leaves_them(backend: Backend) -> None:
+    async with backend.open(encryption=False) as plain:
+        await run_graph(plain, "legacy")
+        migrating = EncryptedSaver(plain, ring("key-b", "key-a", allow_plaintext=True))
+        before = await _everything(migrating)
+        report = await rotate_keys(migrating)
+        assert report.plaintext > 5
+        assert report.rewrapped == 0
+        assert await _everything(migrating) == before

@@ -126,9 +126,11 @@ class _Memory(_Rotator):
         serde, thread_id = saver.serde, one.thread_id
         updates: list[tuple[dict[Any, Any], Any, Any]] = []
         for key, (type_, blob) in list(saver.blobs.items()):
-            if key[0] == thread_id and type_ == "bytes":
+            if key[0] == thread_id and type_ != "empty":
                 new = one.rewrap(
-                    blob, channel_aad(*key), f"namespace {key[1]!r}, channel {key[2]!r}"
+                    blob if type_ == "bytes" else None,
+                    channel_aad(*key),
+                    f"namespace {key[1]!r}, channel {key[2]!r}",
                 )
                 if new is not None:
                     updates.append((saver.blobs, key, ("bytes", new)))
@@ -337,7 +339,9 @@ class _Redis(_Rotator):
                 if changed:
                     pipe.json().set(key, "$", doc)
             else:
-                stored = (doc.get("type", ""), _from_redis_bytes(doc.get("blob")))
+                type_ = doc.get("type", "")
+                blob = base64.b64decode(doc["blob"]) if type_ == "bytes" else None
+                stored = (type_, blob)
                 new = one.rewrap_write(stored, ns, cid, doc["task_id"], doc["channel"])
                 if new is not None:
                     pipe.json().set(key, "$.blob", base64.b64encode(new).decode())
@@ -345,12 +349,10 @@ class _Redis(_Rotator):
 
 
 def _from_redis_bytes(stored: Any) -> Any:
-    """The envelope bytes RedisJSON holds as ``{"__bytes__": base64}`` or plain base64."""
+    """The envelope bytes a RedisJSON checkpoint holds as ``{"__bytes__": base64}``."""
     if isinstance(stored, dict) and set(stored) == {"__bytes__"}:
         return base64.b64decode(stored["__bytes__"])
-    if isinstance(stored, str):
-        return base64.b64decode(stored)
-    return stored
+    return stored  # a value stored in clear: counted, never decoded
 
 
 _BASES: dict[str, tuple[str, str, type[_Rotator]]] = {
