@@ -265,7 +265,11 @@ def register(subparsers: Any) -> None:
         p.add_argument("--by", required=True, help="who decides")
         p.add_argument("--role", action="append", help="a role the decider holds (repeatable)")
         p.add_argument("--args-sha256", required=True, help="the args_sha256 you were shown")
-        p.add_argument("--reason", help="why (shown to the agent, audited)")
+        p.add_argument(
+            "--reason",
+            required=decision == "reject",
+            help="why (shown to the agent, audited; required to reject)",
+        )
         p.add_argument("--thread", help="the thread (checked against the request)")
         if decision == "edit":
             p.add_argument(
