@@ -146,3 +146,44 @@ async def test_sync_view_on_the_savers_own_loop_fails_clearly(durable_backend: B
     async with durable_backend.open() as saver:
         with pytest.raises(asyncio.InvalidStateError, match=r"await RecordStore\.get"):
             store_for(saver).sync.get("model", "k")
+
+
+async def test_put_with_step_writes_both_or_neither(backend: Backend) -> None:
+    async with backend.open() as saver:
+        store = store_for(saver)
+        first = await store.put_with_step("model", "k", {"v": 1}, thread_id="t", step={"s": 1})
+        again = await store.put_with_step("model", "k", {"v": 2}, thread_id="t", step={"s": 2})
+        assert first == 0
+        assert again is None  # the record existed: nothing written
+        record = await store.get("model", "k")
+        assert record is not None
+        assert record.value == {"v": 1}
+        replaced = await store.put_with_step(
+            "model", "k", {"v": 3}, thread_id="t", step={"s": 3}, replace=True
+        )
+        assert replaced is not None
+        record = await store.get("model", "k")
+        assert record is not None
+        assert record.value == {"v": 3}
+        assert await store.steps("t") == [{"s": 1}, {"s": 3}]
+        with pytest.raises(RecordStoreError, match="JSON-serializable"):
+            await store.put_with_step("model", "bad", {"v": 1}, thread_id="t", step={"s": object()})
+        assert await store.get("model", "bad") is None
+
+
+async def test_concurrent_put_with_step_has_one_winner(backend: Backend) -> None:
+    async with backend.open() as saver:
+        store = store_for(saver)
+        results = await asyncio.gather(
+            *(
+                store.put_with_step("tool", "same", {"by": i}, thread_id="t", step={"by": i})
+                for i in range(8)
+            )
+        )
+        winners = [r for r in results if r is not None]
+        assert len(winners) == 1
+        steps = await store.steps("t")
+        assert len(steps) == 1
+        record = await store.get("tool", "same")
+        assert record is not None
+        assert record.value == steps[0]

@@ -11,11 +11,14 @@ from tether.steps.errors import (
 from tether.steps.log import Step, append_step, read_steps, read_steps_sync
 from tether.steps.model import RecordedModel, recorded
 from tether.steps.tools import DurableTool, ReconcileResult, durable_tool, idempotency_key
+from tether.steps.transcript import ContextBuilder, ContextWindow, transcript_channel
 from tether.steps.versions import VersionPins, graph_fingerprint, pin_versions
 
 __all__ = [
     "Budget",
     "BudgetExceededError",
+    "ContextBuilder",
+    "ContextWindow",
     "DurableTool",
     "NonDeterminismError",
     "Price",
@@ -34,5 +37,6 @@ __all__ = [
     "read_steps",
     "read_steps_sync",
     "recorded",
+    "transcript_channel",
     "with_budget",
 ]

@@ -28,7 +28,6 @@ from tether.steps import budget as budgets
 from tether.steps.codec import canonical_hash, decode_output, encode_output
 from tether.steps.errors import NonDeterminismError
 from tether.steps.log import step_document
-from tether.steps.recording import ensure_logged, mark_logged
 from tether.steps.scope import NodeScope, node_scope, worker_id
 from tether.steps.versions import VersionPins, ensure_pins
 
@@ -146,9 +145,6 @@ class RecordedModel(Runnable[Any, Any]):
             recorded_hash = record.value["input_hash"]
             if recorded_hash != call.input_hash:
                 raise NonDeterminismError(call.key, recorded_hash, call.input_hash, "model call")
-            await ensure_logged(
-                scope.store, scope.thread_id, call.key, model_step(call.key, record.value)
-            )
             return _Plan(decode_output(record.value["output"], self._schema), True, pins)
         return _Plan(pins=pins, ledger=await budgets.ledger_for(scope))
 
@@ -175,13 +171,14 @@ class RecordedModel(Runnable[Any, Any]):
     async def _commit(self, call: _Call, output: Any, started: float, plan: _Plan) -> Any:
         scope = call.scope
         doc = self._document(call, output, started, plan)
-        if not await scope.store.insert("model", call.key, doc, thread_id=scope.thread_id):
+        index = await scope.store.put_with_step(
+            "model", call.key, doc, thread_id=scope.thread_id, step=model_step(call.key, doc)
+        )
+        if index is None:
             # Another worker recorded this step first: its answer is the run's answer.
             winner = await scope.store.get("model", call.key)
             if winner is not None:
                 return decode_output(winner.value["output"], self._schema)
-        await scope.store.append_step(scope.thread_id, model_step(call.key, doc))
-        mark_logged(scope.store, scope.thread_id, call.key)
         if plan.ledger is not None:
             tokens = doc["usage"].get("total_tokens", 0)
             await budgets.charge(scope, plan.ledger, call.key, tokens, doc["cost_usd"])

@@ -35,7 +35,6 @@ from tether.crashtest.points import crash_point
 from tether.steps.codec import canonical_hash, decode_output, encode_output
 from tether.steps.errors import NonDeterminismError, StepsError, ToolOutcomeUnknownError
 from tether.steps.log import step_document
-from tether.steps.recording import ensure_logged, mark_logged
 from tether.steps.scope import NodeScope, node_scope, worker_id
 from tether.steps.versions import ensure_pins
 
@@ -145,23 +144,30 @@ class DurableTool(BaseTool):
         """``("replay", output)``, ``("run", None)`` or ``("reconcile", None)``."""
         scope, store = call.scope, call.scope.store
         await ensure_pins(scope)
-        claim: dict[str, Any] = {
-            "state": "claimed",
-            "tool": self.name,
-            "args_hash": call.args_hash,
-            "idempotency_key": call.idempotency_key,
-            "claimed_at": time.time(),
-            "attempt": scope.attempt,
-            "worker_id": worker_id(),
-        }
-        if await store.insert("tool", call.key, claim, thread_id=scope.thread_id):
-            return "run", None
-        record = await store.get("tool", call.key)
-        value = record.value if record else claim
+        if self.takes_key or self.safe_to_retry:
+            # Running again is safe, so no intent needs claiming: one read, then run.
+            record = await store.get("tool", call.key)
+            if record is None:
+                return "run", None
+        else:
+            claim: dict[str, Any] = {
+                "state": "claimed",
+                "tool": self.name,
+                "args_hash": call.args_hash,
+                "idempotency_key": call.idempotency_key,
+                "claimed_at": time.time(),
+                "attempt": scope.attempt,
+                "worker_id": worker_id(),
+            }
+            if await store.insert("tool", call.key, claim, thread_id=scope.thread_id):
+                return "run", None
+            record = await store.get("tool", call.key)
+            if record is None:  # deleted in between (the thread was deleted)
+                return "run", None
+        value = record.value
         if value["args_hash"] != call.args_hash:
             raise NonDeterminismError(call.key, value["args_hash"], call.args_hash, "tool call")
         if value["state"] == "done":
-            await ensure_logged(store, scope.thread_id, call.key, self._step(call.key, value))
             return "replay", decode_output(value["output"])
         if value["state"] == "failed" or self.takes_key or self.safe_to_retry:
             return "run", None
@@ -189,9 +195,14 @@ class DurableTool(BaseTool):
             "started_at": started,
             "ended_at": time.time(),
         }
-        await scope.store.upsert("tool", call.key, value, thread_id=scope.thread_id)
-        await scope.store.append_step(scope.thread_id, self._step(call.key, value))
-        mark_logged(scope.store, scope.thread_id, call.key)
+        await scope.store.put_with_step(
+            "tool",
+            call.key,
+            value,
+            thread_id=scope.thread_id,
+            step=self._step(call.key, value),
+            replace=True,
+        )
 
     async def _fail(self, call: _Call, error: BaseException) -> None:
         value = {

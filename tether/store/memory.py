@@ -61,6 +61,20 @@ class MemoryDriver:
             log.append(encode(len(log)))
             return len(log) - 1
 
+    async def put_with_step(
+        self, raw: RawRecord, replace: bool, encode: Callable[[int], str]
+    ) -> int | None:
+        with self._lock:
+            old = self._records.get((raw.kind, raw.key))
+            if old is not None and not replace:
+                return None
+            if old is not None:
+                raw = RawRecord(raw.kind, raw.key, old.thread_id, raw.payload, old.created_at)
+            self._records[(raw.kind, raw.key)] = raw
+            log = self._steps.setdefault(raw.thread_id, [])
+            log.append(encode(len(log)))
+            return len(log) - 1
+
     async def steps(self, thread_id: str) -> builtins.list[tuple[int, str]]:
         with self._lock:
             return list(enumerate(self._steps.get(thread_id, [])))

@@ -43,6 +43,25 @@ async def conn_cursor(conn: Any) -> AsyncIterator[Any]:
         yield cur
 
 
+async def _append(cur: Any, thread_id: str, encode: Callable[[int], str]) -> int:
+    """Append one step inside the caller's transaction; the index is MAX + 1."""
+    # One appender per thread at a time, on every worker.
+    await cur.execute(
+        "SELECT pg_advisory_xact_lock(hashtextextended(%s, 7))", (f"tether_steps|{thread_id}",)
+    )
+    await cur.execute(
+        "SELECT COALESCE(MAX(idx) + 1, 0) AS next FROM tether_steps WHERE thread_id = %s",
+        (thread_id,),
+    )
+    row = await cur.fetchone()
+    index = int(row["next"])
+    await cur.execute(
+        "INSERT INTO tether_steps (thread_id, idx, value) VALUES (%s, %s, %s)",
+        (thread_id, index, encode(index)),
+    )
+    return index
+
+
 def _raw(row: dict[str, Any]) -> RawRecord:
     return RawRecord(
         row["kind"], row["key"], row["thread_id"], row["value"], float(row["created_at"])
@@ -125,22 +144,21 @@ class PostgresDriver:
 
     async def append_step(self, thread_id: str, encode: Callable[[int], str]) -> int:
         async with self._cursor() as cur, cur.connection.transaction():
-            # One appender per thread at a time, on every worker: the index is MAX + 1.
+            return await _append(cur, thread_id, encode)
+
+    async def put_with_step(
+        self, raw: RawRecord, replace: bool, encode: Callable[[int], str]
+    ) -> int | None:
+        conflict = "DO UPDATE SET value = excluded.value" if replace else "DO NOTHING"
+        async with self._cursor() as cur, cur.connection.transaction():
             await cur.execute(
-                "SELECT pg_advisory_xact_lock(hashtextextended(%s, 7))",
-                (f"tether_steps|{thread_id}",),
+                f"INSERT INTO tether_records ({_COLUMNS}) VALUES (%s, %s, %s, %s, %s) "
+                f"ON CONFLICT (kind, key) {conflict} RETURNING seq",
+                (raw.kind, raw.key, raw.thread_id, raw.payload, raw.created_at),
             )
-            await cur.execute(
-                "SELECT COALESCE(MAX(idx) + 1, 0) AS next FROM tether_steps WHERE thread_id = %s",
-                (thread_id,),
-            )
-            row = await cur.fetchone()
-            index = int(row["next"])
-            await cur.execute(
-                "INSERT INTO tether_steps (thread_id, idx, value) VALUES (%s, %s, %s)",
-                (thread_id, index, encode(index)),
-            )
-            return index
+            if await cur.fetchone() is None:
+                return None
+            return await _append(cur, raw.thread_id, encode)
 
     async def steps(self, thread_id: str) -> builtins.list[tuple[int, str]]:
         async with self._cursor() as cur:

@@ -90,6 +90,10 @@ class RecordDriver(Protocol):
 
     async def delete_thread(self, thread_id: str) -> None: ...
 
+    async def put_with_step(
+        self, raw: RawRecord, replace: bool, encode: Callable[[int], str]
+    ) -> int | None: ...
+
 
 def _check_names(kind: str, key: str) -> None:
     if not isinstance(kind, str) or not kind or ":" in kind or "|" in kind:
@@ -234,6 +238,45 @@ class RecordStore:
 
         return await self._call(self._driver.append_step(thread, encode))
 
+    async def put_with_step(
+        self,
+        kind: str,
+        key: str,
+        value: dict[str, Any],
+        *,
+        thread_id: str,
+        step: dict[str, Any],
+        replace: bool = False,
+    ) -> int | None:
+        """Store a record and append a step to its thread's log, in one transaction.
+
+        Either both are written or neither, so a crash cannot leave a record
+        whose step is missing from the log.
+
+        Args:
+            kind: The record's kind.
+            key: The record's key.
+            value: The record's value.
+            thread_id: The thread of both the record and the step.
+            step: The step to append.
+            replace: Replace an existing record (upsert) instead of leaving it.
+
+        Returns:
+            The step's index, or ``None`` if ``replace`` is false and a record
+            was already there (then nothing was written).
+        """
+        _check_names(kind, key)
+        thread = str(thread_id)
+        raw = RawRecord(
+            kind, key, thread, self._encode(value, f"{thread}|{kind}|{key}"), time.time()
+        )
+        self._encode(step, "")  # fail on bad input before anything is written
+
+        def encode(index: int) -> str:
+            return self._encode(step, f"{thread}|step|{index}")
+
+        return await self._call(self._driver.put_with_step(raw, replace, encode))
+
     async def steps(self, thread_id: str) -> builtins.list[dict[str, Any]]:
         """The thread's step log, oldest first."""
         return [step for _, step in await self.indexed_steps(thread_id)]
@@ -279,6 +322,24 @@ class SyncRecordStore:
     def append_step(self, thread_id: str, step: dict[str, Any]) -> int:
         """See :meth:`RecordStore.append_step`."""
         return self._store._run_sync(self._store.append_step(thread_id, step), "append_step")
+
+    def put_with_step(
+        self,
+        kind: str,
+        key: str,
+        value: dict[str, Any],
+        *,
+        thread_id: str,
+        step: dict[str, Any],
+        replace: bool = False,
+    ) -> int | None:
+        """See :meth:`RecordStore.put_with_step`."""
+        return self._store._run_sync(
+            self._store.put_with_step(
+                kind, key, value, thread_id=thread_id, step=step, replace=replace
+            ),
+            "put_with_step",
+        )
 
     def steps(self, thread_id: str) -> builtins.list[dict[str, Any]]:
         """See :meth:`RecordStore.steps`."""

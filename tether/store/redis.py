@@ -23,19 +23,23 @@ from tether.store.record import RawRecord
 
 __all__ = ["RedisDriver", "tether_prefix"]
 
-# KEYS: record, seq counter, kind order, kind@thread order, thread set
-# ARGV: kind, key, thread_id, value, created_at, mode ("insert" | "upsert")
+# KEYS: record, seq counter, kind order, kind@thread order, thread set, step log
+# ARGV: kind, key, thread_id, value, created_at, mode ("insert" | "upsert"),
+#       step index ("" for no step), step value
+# Returns 1 if it wrote, 0 if the record existed and mode is "insert".
 _PUT = """
 if redis.call('EXISTS', KEYS[1]) == 1 then
-  if ARGV[6] == 'upsert' then redis.call('HSET', KEYS[1], 'value', ARGV[4]) end
-  return 0
+  if ARGV[6] ~= 'upsert' then return 0 end
+  redis.call('HSET', KEYS[1], 'value', ARGV[4])
+else
+  local seq = redis.call('INCR', KEYS[2])
+  redis.call('HSET', KEYS[1], 'kind', ARGV[1], 'key', ARGV[2], 'thread_id', ARGV[3],
+             'value', ARGV[4], 'created_at', ARGV[5], 'seq', seq)
+  redis.call('ZADD', KEYS[3], seq, KEYS[1])
+  redis.call('ZADD', KEYS[4], seq, KEYS[1])
+  redis.call('SADD', KEYS[5], KEYS[1], KEYS[4])
 end
-local seq = redis.call('INCR', KEYS[2])
-redis.call('HSET', KEYS[1], 'kind', ARGV[1], 'key', ARGV[2], 'thread_id', ARGV[3],
-           'value', ARGV[4], 'created_at', ARGV[5], 'seq', seq)
-redis.call('ZADD', KEYS[3], seq, KEYS[1])
-redis.call('ZADD', KEYS[4], seq, KEYS[1])
-redis.call('SADD', KEYS[5], KEYS[1], KEYS[4])
+if ARGV[7] ~= '' then redis.call('HSET', KEYS[6], ARGV[7], ARGV[8]) end
 return 1
 """
 # KEYS: thread set, step log, step counter; ARGV: the tether prefix
@@ -85,16 +89,29 @@ class RedisDriver:
     def _rec(self, kind: str, key: str) -> str:
         return f"{self._p}:rec:{kind}:{key}"
 
-    async def _write(self, raw: RawRecord, mode: str) -> bool:
+    async def _write(self, raw: RawRecord, mode: str, step: tuple[int, str] | None = None) -> bool:
+        p, kind, thread = self._p, raw.kind, raw.thread_id
         keys = [
-            self._rec(raw.kind, raw.key),
-            f"{self._p}:seq",
-            f"{self._p}:order:{raw.kind}",
-            f"{self._p}:order:{raw.kind}@{raw.thread_id}",
-            f"{self._p}:thread:{raw.thread_id}",
+            self._rec(kind, raw.key),
+            f"{p}:seq",
+            f"{p}:order:{kind}",
+            f"{p}:order:{kind}@{thread}",
+            f"{p}:thread:{thread}",
+            f"{p}:steps:{thread}",
         ]
-        args = [raw.kind, raw.key, raw.thread_id, raw.payload, repr(raw.created_at), mode]
+        index, value = (str(step[0]), step[1]) if step else ("", "")
+        args = [kind, raw.key, thread, raw.payload, repr(raw.created_at), mode, index, value]
         return bool(await self._put(keys=keys, args=args))
+
+    async def put_with_step(
+        self, raw: RawRecord, replace: bool, encode: Callable[[int], str]
+    ) -> int | None:
+        # The index is reserved first (ciphertexts are bound to it); if the record
+        # already existed the reserved index stays unused, a gap steps() skips.
+        index = int(await self._redis.incr(f"{self._p}:stepseq:{raw.thread_id}")) - 1
+        mode = "upsert" if replace else "insert"
+        written = await self._write(raw, mode, (index, encode(index)))
+        return index if written else None
 
     async def insert(self, raw: RawRecord) -> bool:
         return await self._write(raw, "insert")

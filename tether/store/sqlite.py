@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import asyncio
 import builtins
-from collections.abc import Callable
+from collections.abc import AsyncIterator, Callable
+from contextlib import asynccontextmanager
 from typing import Any
 
 from tether.store.record import RawRecord
@@ -98,29 +99,56 @@ class SqliteDriver:
 
     async def append_step(self, thread_id: str, encode: Callable[[int], str]) -> int:
         await self._setup()
+        async with self._saver.lock, self._immediate() as conn:
+            return await self._append(conn, thread_id, encode)
+
+    async def put_with_step(
+        self, raw: RawRecord, replace: bool, encode: Callable[[int], str]
+    ) -> int | None:
+        await self._setup()
+        async with self._saver.lock, self._immediate() as conn:
+            cur = await conn.execute(
+                f"INSERT INTO tether_records ({_COLUMNS}) VALUES (?, ?, ?, ?, ?) "
+                + (
+                    "ON CONFLICT (kind, key) DO UPDATE SET value = excluded.value"
+                    if replace
+                    else "ON CONFLICT (kind, key) DO NOTHING"
+                ),
+                (raw.kind, raw.key, raw.thread_id, raw.payload, raw.created_at),
+            )
+            if cur.rowcount != 1:
+                return None
+            return await self._append(conn, raw.thread_id, encode)
+
+    @asynccontextmanager
+    async def _immediate(self) -> AsyncIterator[Any]:
+        """A write transaction that holds SQLite's write lock from its first statement."""
         conn = self._saver.conn
-        async with self._saver.lock:
-            if conn.in_transaction:
-                await conn.commit()
-            # IMMEDIATE takes the write lock first: another process appending to the
-            # same file waits instead of reading the same MAX(idx).
-            await conn.execute("BEGIN IMMEDIATE")
-            try:
-                async with conn.execute(
-                    "SELECT COALESCE(MAX(idx) + 1, 0) FROM tether_steps WHERE thread_id = ?",
-                    (thread_id,),
-                ) as cur:
-                    row = await cur.fetchone()
-                index = int(row[0]) if row else 0
-                await conn.execute(
-                    "INSERT INTO tether_steps (thread_id, idx, value) VALUES (?, ?, ?)",
-                    (thread_id, index, encode(index)),
-                )
-                await conn.commit()
-            except BaseException:
-                await conn.rollback()
-                raise
-            return index
+        if conn.in_transaction:
+            await conn.commit()
+        # IMMEDIATE takes the write lock first: another process appending to the
+        # same file waits instead of reading the same MAX(idx).
+        await conn.execute("BEGIN IMMEDIATE")
+        try:
+            yield conn
+        except BaseException:
+            await conn.rollback()
+            raise
+        await conn.commit()
+
+    @staticmethod
+    async def _append(conn: Any, thread_id: str, encode: Callable[[int], str]) -> int:
+        async with conn.execute(
+            "SELECT COALESCE(MAX(idx) + 1, 0) FROM tether_steps WHERE thread_id = ?",
+            (thread_id,),
+        ) as cur:
+            row = await cur.fetchone()
+        index = int(row[0]) if row else 0
+        await conn.execute(
+            "INSERT INTO tether_steps (thread_id, idx, value) VALUES (?, ?, ?)",
+            (thread_id, index, encode(index)),
+        )
+        return index
 
     async def steps(self, thread_id: str) -> builtins.list[tuple[int, str]]:
         await self._setup()
