@@ -1,4 +1,4 @@
-"""``tether crashtest MODULE:TARGET --url URL``: kill a graph at every boundary and resume it."""
+"""``tether crashtest MODULE:GRAPH --url URL``: kill a graph at every boundary and resume it."""
 
 from __future__ import annotations
 
@@ -15,7 +15,7 @@ there, resume the thread in a fresh process, and compare the final state and the
 effects with the unkilled run. Exits 0 only if every run was killed, completed with
 an equal state, made no duplicate effect and re-asked no recorded model call.
 
-MODULE:TARGET names a tether.crashtest.CrashTarget, or a function returning one,
+MODULE:GRAPH names a tether.crashtest.CrashTarget, or a function returning one,
 for example tether.graphs.refund:crash_target."""
 
 
@@ -27,7 +27,9 @@ def register(subparsers: Any) -> None:
         description=_DESCRIPTION,
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
-    parser.add_argument("target", metavar="MODULE:TARGET", help="the CrashTarget to test")
+    parser.add_argument(
+        "target", metavar="MODULE:GRAPH", help="a CrashTarget, or a function returning one"
+    )
     parser.add_argument(
         "--url",
         required=True,
