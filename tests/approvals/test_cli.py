@@ -130,6 +130,8 @@ BAD_INPUT = [
     (["expire", "--now", "yesterday"], "not an ISO 8601 time"),
     (["expire", "--now", "2030-01-01T00:00:00"], "needs a time zone"),
     (["show", "apr_unknown"], "no approval request 'apr_unknown'"),
+    (["resume", "apr_unknown"], "no approval request 'apr_unknown'"),
+    (["resume", "{id}"], "has no stored decision"),
 ]
 
 
@@ -139,7 +141,7 @@ def test_bad_input_fails_clearly_and_changes_nothing(
 ) -> None:
     args = [a.format(id=waiting.approval_id, sha=waiting.args_sha256) for a in extra]
     argv = ["approvals", args[0], *args[1:], "--url", waiting.url]
-    if args[0] in {"approve", "edit", "expire"} and "--graph" not in args:
+    if args[0] in {"approve", "edit", "expire", "resume"} and "--graph" not in args:
         argv += ["--graph", GRAPH]
     code, _, err = _run(capsys, *argv)
     assert code == 1

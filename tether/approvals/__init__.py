@@ -9,7 +9,7 @@ every request expires under a policy that never approves
 (:func:`expire_due`). Every request and decision is a step in the thread's log.
 """
 
-from tether.approvals.deciding import decide, decide_sync
+from tether.approvals.deciding import decide, decide_sync, resume_decided, resume_decided_sync
 from tether.approvals.decisions import DecisionResult
 from tether.approvals.errors import (
     AlreadyDecidedError,
@@ -73,5 +73,7 @@ __all__ = [
     "list_approvals_sync",
     "request_approval",
     "requires_approval",
+    "resume_decided",
+    "resume_decided_sync",
     "stopped_by_expiry",
 ]

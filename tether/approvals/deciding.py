@@ -20,14 +20,22 @@ from tether.approvals.decisions import (
     check_request,
     interrupt_id_for,
     not_pending,
+    require_record,
     result_of,
     resume_command,
 )
-from tether.approvals.errors import AlreadyDecidedError, ApprovalConfigError
+from tether.approvals.errors import AlreadyDecidedError, ApprovalConfigError, ApprovalError
 from tether.approvals.request import APPROVAL_KIND, DECISION_KIND, ApprovalRequest
 from tether.store import store_for
 
-__all__ = ["decide", "decide_sync", "settle", "settle_sync"]
+__all__ = [
+    "decide",
+    "decide_sync",
+    "resume_decided",
+    "resume_decided_sync",
+    "settle",
+    "settle_sync",
+]
 
 
 def _config(thread_id: str) -> RunnableConfig:
@@ -172,3 +180,54 @@ def decide_sync(
     request = check_request(thread_id, approval_id, *records)
     doc = build_decision(request, decision, **_decision_kwargs(locals()))
     return settle_sync(checkpointer, graph, request, doc)
+
+
+def _undecided(approval_id: str) -> ApprovalError:
+    return ApprovalError(
+        f"approval {approval_id} has no stored decision; decide it first (`tether approvals "
+        "approve|reject|edit`)"
+    )
+
+
+async def resume_decided(
+    checkpointer: BaseCheckpointSaver[Any], approval_id: str, *, graph: Any
+) -> DecisionResult:
+    """Resume a run whose decision was stored but never delivered (the decider died).
+
+    The gate takes the stored decision, so running the thread again is enough.
+    Use it only when the deciding process is known to be gone: while it is still
+    resuming the run, a second resume would run the step twice.
+
+    Raises:
+        UnknownApprovalError: No such request.
+        ApprovalError: The request has no decision yet.
+        ApprovalNotPendingError: The run is no longer paused at it.
+    """
+    graph = _check_graph(graph)
+    store = store_for(checkpointer)
+    record = require_record(None, approval_id, await store.get(APPROVAL_KIND, approval_id))
+    decided = await store.get(DECISION_KIND, approval_id)
+    if decided is None:
+        raise _undecided(approval_id)
+    config = _config(record.thread_id)
+    if interrupt_id_for(await graph.aget_state(config), approval_id) is None:
+        raise not_pending(approval_id, record.thread_id)
+    await graph.ainvoke(None, config)
+    return result_of(approval_id, decided.value, await graph.aget_state(config))
+
+
+def resume_decided_sync(
+    checkpointer: BaseCheckpointSaver[Any], approval_id: str, *, graph: Any
+) -> DecisionResult:
+    """Sync twin of :func:`resume_decided`."""
+    graph = _check_graph(graph)
+    store = store_for(checkpointer)
+    record = require_record(None, approval_id, store.sync.get(APPROVAL_KIND, approval_id))
+    decided = store.sync.get(DECISION_KIND, approval_id)
+    if decided is None:
+        raise _undecided(approval_id)
+    config = _config(record.thread_id)
+    if interrupt_id_for(graph.get_state(config), approval_id) is None:
+        raise not_pending(approval_id, record.thread_id)
+    graph.invoke(None, config)
+    return result_of(approval_id, decided.value, graph.get_state(config))

@@ -25,6 +25,7 @@ from tether.approvals import (
     expire_due,
     get_approval,
     list_approvals,
+    resume_decided,
 )
 from tether.approvals.decisions import DecisionResult
 from tether.approvals.display import format_approval, format_approval_line
@@ -193,6 +194,15 @@ def _cmd_decide(args: argparse.Namespace) -> int:
     return _run(args, body)
 
 
+def _cmd_resume(args: argparse.Namespace) -> int:
+    async def body(saver: BaseCheckpointSaver[Any]) -> int:
+        result = await resume_decided(saver, args.approval_id, graph=load_graph(args.graph, saver))
+        _report(result)
+        return 0
+
+    return _run(args, body)
+
+
 def _cmd_expire(args: argparse.Namespace) -> int:
     now = None
     if args.now:
@@ -281,6 +291,14 @@ def register(subparsers: Any) -> None:
             )
             p.add_argument("--args-json", help="the full edited arguments as a JSON object")
         p.set_defaults(handler=_cmd_decide, decision=decision)
+
+    p = sub.add_parser(
+        "resume",
+        help="resume a run whose stored decision was never delivered (the decider died)",
+    )
+    _common(p, graph=True)
+    p.add_argument("approval_id")
+    p.set_defaults(handler=_cmd_resume)
 
     p = sub.add_parser("expire", help="apply the expiry policy of every overdue request")
     _common(p, graph=True)
