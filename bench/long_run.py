@@ -58,16 +58,29 @@ class ScriptedPager(BaseChatModel):
     def _llm_type(self) -> str:
         return "scripted-pager"
 
-    def _generate(self, messages: list[BaseMessage], stop: list[str] | None = None,
-                  run_manager: CallbackManagerForLLMRun | None = None,
-                  **kwargs: Any) -> ChatResult:
+    def _generate(
+        self,
+        messages: list[BaseMessage],
+        stop: list[str] | None = None,
+        run_manager: CallbackManagerForLLMRun | None = None,
+        **kwargs: Any,
+    ) -> ChatResult:
         page = _last_page(messages)
         if page >= self.steps:
             reply = AIMessage(f"read {page} pages", usage_metadata=_usage())
         else:
-            reply = AIMessage("", tool_calls=[{"name": "fetch", "args": {"page": page + 1},
-                                               "id": f"call_{page + 1}", "type": "tool_call"}],
-                              usage_metadata=_usage())
+            reply = AIMessage(
+                "",
+                tool_calls=[
+                    {
+                        "name": "fetch",
+                        "args": {"page": page + 1},
+                        "id": f"call_{page + 1}",
+                        "type": "tool_call",
+                    }
+                ],
+                usage_metadata=_usage(),
+            )
         return ChatResult(generations=[ChatGeneration(message=reply)])
 
     def bind_tools(self, tools: Any, **kwargs: Any) -> Runnable[Any, Any]:
@@ -81,9 +94,13 @@ class ScriptedSummarizer(BaseChatModel):
     def _llm_type(self) -> str:
         return "scripted-summarizer"
 
-    def _generate(self, messages: list[BaseMessage], stop: list[str] | None = None,
-                  run_manager: CallbackManagerForLLMRun | None = None,
-                  **kwargs: Any) -> ChatResult:
+    def _generate(
+        self,
+        messages: list[BaseMessage],
+        stop: list[str] | None = None,
+        run_manager: CallbackManagerForLLMRun | None = None,
+        **kwargs: Any,
+    ) -> ChatResult:
         pages = [int(p) for p in re.findall(r"page (\d+):", str(messages[-1].content))]
         text = f"Pages 1 to {max(pages, default=0)} were read; nothing else matters."
         return ChatResult(generations=[ChatGeneration(message=AIMessage(text))])
@@ -174,11 +191,17 @@ async def stored_bytes(db: Path) -> int:
         "SELECT COALESCE(SUM(LENGTH(value)), 0) FROM writes",
     ]
     async with aiosqlite.connect(db) as conn:
-        tables = {row[0] for row in await conn.execute_fetchall(
-            "SELECT name FROM sqlite_master WHERE type = 'table'")}
+        tables = {
+            row[0]
+            for row in await conn.execute_fetchall(
+                "SELECT name FROM sqlite_master WHERE type = 'table'"
+            )
+        }
         if "tether_records" in tables:
-            queries += ["SELECT COALESCE(SUM(LENGTH(value)), 0) FROM tether_records",
-                        "SELECT COALESCE(SUM(LENGTH(value)), 0) FROM tether_steps"]
+            queries += [
+                "SELECT COALESCE(SUM(LENGTH(value)), 0) FROM tether_records",
+                "SELECT COALESCE(SUM(LENGTH(value)), 0) FROM tether_steps",
+            ]
         total = 0
         for sql in queries:
             rows = list(await conn.execute_fetchall(sql))
@@ -219,8 +242,15 @@ async def run(name: str, steps: int, workdir: Path) -> dict[str, Any]:
         early = await _get_state_ms(graph, await _config_at_step(graph, thread, 10))
         late = await _get_state_ms(graph, await _config_at_step(graph, thread, steps))
     total = await stored_bytes(db)
-    return {"name": name, "bytes": total, "per_step": total / steps, "early_ms": early,
-            "late_ms": late, "ratio": late / early, "seconds": elapsed}
+    return {
+        "name": name,
+        "bytes": total,
+        "per_step": total / steps,
+        "early_ms": early,
+        "late_ms": late,
+        "ratio": late / early,
+        "seconds": elapsed,
+    }
 
 
 async def main() -> None:
@@ -228,14 +258,20 @@ async def main() -> None:
     parser.add_argument("--steps", type=int, default=1000)
     args = parser.parse_args()
     with tempfile.TemporaryDirectory() as tmp:
-        rows = [await run(name, args.steps, Path(tmp))
-                for name in ("langgraph add_messages", "langgraph DeltaChannel", "tether")]
+        rows = [
+            await run(name, args.steps, Path(tmp))
+            for name in ("langgraph add_messages", "langgraph DeltaChannel", "tether")
+        ]
     print(f"{args.steps} steps, ~{RESULT_BYTES} B per tool result, SQLite, durability=async")
-    print(f"{'variant':<24}{'total bytes':>14}{'bytes/step':>12}{'get_state@10':>14}"
-          f"{'@last':>10}{'ratio':>8}{'run s':>8}")
+    print(
+        f"{'variant':<24}{'total bytes':>14}{'bytes/step':>12}{'get_state@10':>14}"
+        f"{'@last':>10}{'ratio':>8}{'run s':>8}"
+    )
     for r in rows:
-        print(f"{r['name']:<24}{r['bytes']:>14,}{r['per_step']:>12,.0f}{r['early_ms']:>12.2f}ms"
-              f"{r['late_ms']:>8.2f}ms{r['ratio']:>8.2f}{r['seconds']:>8.1f}")
+        print(
+            f"{r['name']:<24}{r['bytes']:>14,}{r['per_step']:>12,.0f}{r['early_ms']:>12.2f}ms"
+            f"{r['late_ms']:>8.2f}ms{r['ratio']:>8.2f}{r['seconds']:>8.1f}"
+        )
     default, delta, ours = rows
     print(f"tether vs DeltaChannel bytes: {ours['bytes'] / delta['bytes']:.2f}x (goal <= 1.00)")
     print(f"default vs tether bytes: {default['bytes'] / ours['bytes']:.1f}x smaller (goal >= 40)")

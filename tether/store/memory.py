@@ -5,9 +5,8 @@ from __future__ import annotations
 import asyncio
 import builtins
 import threading
-from collections.abc import Callable
 
-from tether.store.record import RawRecord
+from tether.store.record import RawRecord, StepPayload
 
 __all__ = ["MemoryDriver"]
 
@@ -55,15 +54,13 @@ class MemoryDriver:
                 if r.kind == kind and (thread_id is None or r.thread_id == thread_id)
             ]
 
-    async def append_step(self, thread_id: str, encode: Callable[[int], str]) -> int:
+    async def append_step(self, thread_id: str, step: StepPayload) -> int:
         with self._lock:
             log = self._steps.setdefault(thread_id, [])
-            log.append(encode(len(log)))
+            log.append(step.encode(len(log)))
             return len(log) - 1
 
-    async def put_with_step(
-        self, raw: RawRecord, replace: bool, encode: Callable[[int], str]
-    ) -> int | None:
+    async def put_with_step(self, raw: RawRecord, replace: bool, step: StepPayload) -> int | None:
         with self._lock:
             old = self._records.get((raw.kind, raw.key))
             if old is not None and not replace:
@@ -72,7 +69,7 @@ class MemoryDriver:
                 raw = RawRecord(raw.kind, raw.key, old.thread_id, raw.payload, old.created_at)
             self._records[(raw.kind, raw.key)] = raw
             log = self._steps.setdefault(raw.thread_id, [])
-            log.append(encode(len(log)))
+            log.append(step.encode(len(log)))
             return len(log) - 1
 
     async def steps(self, thread_id: str) -> builtins.list[tuple[int, str]]:

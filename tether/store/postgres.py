@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import builtins
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from typing import Any
 
@@ -12,7 +12,7 @@ from langgraph.checkpoint.postgres import _ainternal
 from psycopg.rows import dict_row
 from psycopg_pool import AsyncConnectionPool
 
-from tether.store.record import RawRecord
+from tether.store.record import RawRecord, StepPayload
 
 __all__ = ["PostgresDriver"]
 
@@ -43,7 +43,7 @@ async def conn_cursor(conn: Any) -> AsyncIterator[Any]:
         yield cur
 
 
-async def _append(cur: Any, thread_id: str, encode: Callable[[int], str]) -> int:
+async def _append(cur: Any, thread_id: str, step: StepPayload) -> int:
     """Append one step inside the caller's transaction; the index is MAX + 1."""
     # One appender per thread at a time, on every worker.
     await cur.execute(
@@ -57,7 +57,7 @@ async def _append(cur: Any, thread_id: str, encode: Callable[[int], str]) -> int
     index = int(row["next"])
     await cur.execute(
         "INSERT INTO tether_steps (thread_id, idx, value) VALUES (%s, %s, %s)",
-        (thread_id, index, encode(index)),
+        (thread_id, index, step.encode(index)),
     )
     return index
 
@@ -142,13 +142,11 @@ class PostgresDriver:
             rows = await cur.fetchall()
         return [_raw(row) for row in rows]
 
-    async def append_step(self, thread_id: str, encode: Callable[[int], str]) -> int:
+    async def append_step(self, thread_id: str, step: StepPayload) -> int:
         async with self._cursor() as cur, cur.connection.transaction():
-            return await _append(cur, thread_id, encode)
+            return await _append(cur, thread_id, step)
 
-    async def put_with_step(
-        self, raw: RawRecord, replace: bool, encode: Callable[[int], str]
-    ) -> int | None:
+    async def put_with_step(self, raw: RawRecord, replace: bool, step: StepPayload) -> int | None:
         conflict = "DO UPDATE SET value = excluded.value" if replace else "DO NOTHING"
         async with self._cursor() as cur, cur.connection.transaction():
             await cur.execute(
@@ -158,7 +156,7 @@ class PostgresDriver:
             )
             if await cur.fetchone() is None:
                 return None
-            return await _append(cur, raw.thread_id, encode)
+            return await _append(cur, raw.thread_id, step)
 
     async def steps(self, thread_id: str) -> builtins.list[tuple[int, str]]:
         async with self._cursor() as cur:

@@ -21,7 +21,15 @@ from typing import Any, Protocol, TypeVar
 
 from tether.errors import TetherError
 
-__all__ = ["Cipher", "Record", "RecordDriver", "RecordStore", "RecordStoreError", "SyncRecordStore"]
+__all__ = [
+    "Cipher",
+    "Record",
+    "RecordDriver",
+    "RecordStore",
+    "RecordStoreError",
+    "StepPayload",
+    "SyncRecordStore",
+]
 
 T = TypeVar("T")
 
@@ -71,6 +79,20 @@ class RawRecord:
     created_at: float
 
 
+@dataclass(frozen=True)
+class StepPayload:
+    """A step as a driver stores it.
+
+    Attributes:
+        encode: The stored text for a given index (ciphertexts are bound to it).
+        fixed: The stored text when it does not depend on the index (no
+            encryption), so a driver may assign the index inside one statement.
+    """
+
+    encode: Callable[[int], str]
+    fixed: str | None
+
+
 class RecordDriver(Protocol):
     """The storage operations a backend provides; all values are opaque text."""
 
@@ -84,14 +106,14 @@ class RecordDriver(Protocol):
 
     async def list(self, kind: str, thread_id: str | None) -> builtins.list[RawRecord]: ...
 
-    async def append_step(self, thread_id: str, encode: Callable[[int], str]) -> int: ...
+    async def append_step(self, thread_id: str, step: StepPayload) -> int: ...
 
     async def steps(self, thread_id: str) -> builtins.list[tuple[int, str]]: ...
 
     async def delete_thread(self, thread_id: str) -> None: ...
 
     async def put_with_step(
-        self, raw: RawRecord, replace: bool, encode: Callable[[int], str]
+        self, raw: RawRecord, replace: bool, step: StepPayload
     ) -> int | None: ...
 
 
@@ -158,6 +180,12 @@ class RecordStore:
             )
         plain: dict[str, Any] = json.loads(payload)
         return plain
+
+    def _step(self, thread: str, step: dict[str, Any]) -> StepPayload:
+        plain = self._encode(step, "")  # also refuses bad input before anything is written
+        if self._cipher is None:
+            return StepPayload(lambda index: plain, plain)
+        return StepPayload(lambda index: self._encode(step, f"{thread}|step|{index}"), None)
 
     def _record(self, raw: RawRecord) -> Record:
         aad = f"{raw.thread_id}|{raw.kind}|{raw.key}"
@@ -231,12 +259,7 @@ class RecordStore:
             The step's 0-based index, assigned atomically.
         """
         thread = str(thread_id)
-        self._encode(step, "")  # fail on bad input before an index is taken
-
-        def encode(index: int) -> str:
-            return self._encode(step, f"{thread}|step|{index}")
-
-        return await self._call(self._driver.append_step(thread, encode))
+        return await self._call(self._driver.append_step(thread, self._step(thread, step)))
 
     async def put_with_step(
         self,
@@ -270,12 +293,8 @@ class RecordStore:
         raw = RawRecord(
             kind, key, thread, self._encode(value, f"{thread}|{kind}|{key}"), time.time()
         )
-        self._encode(step, "")  # fail on bad input before anything is written
-
-        def encode(index: int) -> str:
-            return self._encode(step, f"{thread}|step|{index}")
-
-        return await self._call(self._driver.put_with_step(raw, replace, encode))
+        payload = self._step(thread, step)
+        return await self._call(self._driver.put_with_step(raw, replace, payload))
 
     async def steps(self, thread_id: str) -> builtins.list[dict[str, Any]]:
         """The thread's step log, oldest first."""

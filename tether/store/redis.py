@@ -16,10 +16,9 @@ from __future__ import annotations
 
 import asyncio
 import builtins
-from collections.abc import Callable
 from typing import Any
 
-from tether.store.record import RawRecord
+from tether.store.record import RawRecord, StepPayload
 
 __all__ = ["RedisDriver", "tether_prefix"]
 
@@ -103,14 +102,12 @@ class RedisDriver:
         args = [kind, raw.key, thread, raw.payload, repr(raw.created_at), mode, index, value]
         return bool(await self._put(keys=keys, args=args))
 
-    async def put_with_step(
-        self, raw: RawRecord, replace: bool, encode: Callable[[int], str]
-    ) -> int | None:
+    async def put_with_step(self, raw: RawRecord, replace: bool, step: StepPayload) -> int | None:
         # The index is reserved first (ciphertexts are bound to it); if the record
         # already existed the reserved index stays unused, a gap steps() skips.
         index = int(await self._redis.incr(f"{self._p}:stepseq:{raw.thread_id}")) - 1
         mode = "upsert" if replace else "insert"
-        written = await self._write(raw, mode, (index, encode(index)))
+        written = await self._write(raw, mode, (index, step.encode(index)))
         return index if written else None
 
     async def insert(self, raw: RawRecord) -> bool:
@@ -133,11 +130,11 @@ class RedisDriver:
             pipe.hgetall(k)
         return [_raw(fields) for fields in await pipe.execute() if fields]
 
-    async def append_step(self, thread_id: str, encode: Callable[[int], str]) -> int:
+    async def append_step(self, thread_id: str, step: StepPayload) -> int:
         # INCR hands out each index once, on every worker; a crash before HSET
         # leaves a gap, which steps() skips.
         index = int(await self._redis.incr(f"{self._p}:stepseq:{thread_id}")) - 1
-        await self._redis.hset(f"{self._p}:steps:{thread_id}", str(index), encode(index))
+        await self._redis.hset(f"{self._p}:steps:{thread_id}", str(index), step.encode(index))
         return index
 
     async def steps(self, thread_id: str) -> builtins.list[tuple[int, str]]:

@@ -4,11 +4,11 @@ from __future__ import annotations
 
 import asyncio
 import builtins
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from typing import Any
 
-from tether.store.record import RawRecord
+from tether.store.record import RawRecord, StepPayload
 
 __all__ = ["SqliteDriver"]
 
@@ -97,16 +97,14 @@ class SqliteDriver:
             rows = await cur.fetchall()
         return [RawRecord(*row) for row in rows]
 
-    async def append_step(self, thread_id: str, encode: Callable[[int], str]) -> int:
+    async def append_step(self, thread_id: str, step: StepPayload) -> int:
         await self._setup()
-        async with self._saver.lock, self._immediate() as conn:
-            return await self._append(conn, thread_id, encode)
+        async with self._saver.lock, self._transaction(step) as conn:
+            return await self._append(conn, thread_id, step)
 
-    async def put_with_step(
-        self, raw: RawRecord, replace: bool, encode: Callable[[int], str]
-    ) -> int | None:
+    async def put_with_step(self, raw: RawRecord, replace: bool, step: StepPayload) -> int | None:
         await self._setup()
-        async with self._saver.lock, self._immediate() as conn:
+        async with self._saver.lock, self._transaction(step) as conn:
             cur = await conn.execute(
                 f"INSERT INTO tether_records ({_COLUMNS}) VALUES (?, ?, ?, ?, ?) "
                 + (
@@ -118,17 +116,20 @@ class SqliteDriver:
             )
             if cur.rowcount != 1:
                 return None
-            return await self._append(conn, raw.thread_id, encode)
+            return await self._append(conn, raw.thread_id, step)
 
     @asynccontextmanager
-    async def _immediate(self) -> AsyncIterator[Any]:
-        """A write transaction that holds SQLite's write lock from its first statement."""
+    async def _transaction(self, step: StepPayload) -> AsyncIterator[Any]:
+        """One write transaction, committed on success and rolled back on error."""
         conn = self._saver.conn
         if conn.in_transaction:
             await conn.commit()
-        # IMMEDIATE takes the write lock first: another process appending to the
-        # same file waits instead of reading the same MAX(idx).
-        await conn.execute("BEGIN IMMEDIATE")
+        if step.fixed is None:
+            # The index must be known before the step is encoded, so it is read
+            # first: IMMEDIATE takes the write lock before that read, and another
+            # process appending to the same file waits instead of reading the
+            # same MAX(idx).
+            await conn.execute("BEGIN IMMEDIATE")
         try:
             yield conn
         except BaseException:
@@ -137,7 +138,17 @@ class SqliteDriver:
         await conn.commit()
 
     @staticmethod
-    async def _append(conn: Any, thread_id: str, encode: Callable[[int], str]) -> int:
+    async def _append(conn: Any, thread_id: str, step: StepPayload) -> int:
+        if step.fixed is not None:
+            # One statement reads MAX(idx) and inserts under the write lock.
+            async with conn.execute(
+                "INSERT INTO tether_steps (thread_id, idx, value) "
+                "SELECT ?, COALESCE(MAX(idx) + 1, 0), ? FROM tether_steps WHERE thread_id = ? "
+                "RETURNING idx",
+                (thread_id, step.fixed, thread_id),
+            ) as cur:
+                row = await cur.fetchone()
+            return int(row[0])
         async with conn.execute(
             "SELECT COALESCE(MAX(idx) + 1, 0) FROM tether_steps WHERE thread_id = ?",
             (thread_id,),
@@ -146,7 +157,7 @@ class SqliteDriver:
         index = int(row[0]) if row else 0
         await conn.execute(
             "INSERT INTO tether_steps (thread_id, idx, value) VALUES (?, ?, ?)",
-            (thread_id, index, encode(index)),
+            (thread_id, index, step.encode(index)),
         )
         return index
 

@@ -1,0 +1,144 @@
+"""Per-step cost of recording: tether's recorded model and durable tool vs bare LangGraph.
+
+Both runs use the same agent (model -> tool -> model ..., ``--steps`` tool
+calls), the same state (``add_messages``), the same scripted model and tool
+function, and the same SQLite checkpointer with ``durability="sync"`` (every
+checkpoint is written before the next step starts). The only difference is
+that tether's run wraps the model with ``recorded`` and the tool with
+``durable_tool``, so every answer and result is also written to the record store
+and the step log before the node continues.
+
+Each variant runs ``--repeat`` times, alternating; the medians are compared.
+
+Usage: ``python bench/step_overhead.py [--steps 100] [--repeat 5]``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import statistics
+import tempfile
+import time
+from pathlib import Path
+from typing import Annotated, Any, TypedDict
+
+from langchain_core.callbacks import CallbackManagerForLLMRun
+from langchain_core.language_models import BaseChatModel
+from langchain_core.messages import AIMessage, AnyMessage, BaseMessage, HumanMessage, ToolMessage
+from langchain_core.outputs import ChatGeneration, ChatResult
+from langchain_core.runnables import Runnable
+from langchain_core.tools import BaseTool, StructuredTool
+from langgraph.graph import END, START, StateGraph, add_messages
+from langgraph.prebuilt import ToolNode
+
+from tether import open_checkpointer
+from tether.steps import durable_tool, recorded
+
+
+class ScriptedCounter(BaseChatModel):
+    """Scripted (fake) model: calls ``lookup`` with the next number until ``steps``."""
+
+    steps: int
+
+    @property
+    def _llm_type(self) -> str:
+        return "scripted-counter"
+
+    def _generate(
+        self,
+        messages: list[BaseMessage],
+        stop: list[str] | None = None,
+        run_manager: CallbackManagerForLLMRun | None = None,
+        **kwargs: Any,
+    ) -> ChatResult:
+        done = sum(isinstance(m, ToolMessage) for m in messages)
+        usage: Any = {"input_tokens": 40, "output_tokens": 8, "total_tokens": 48}
+        if done >= self.steps:
+            reply = AIMessage(f"looked up {done} items", usage_metadata=usage)
+        else:
+            reply = AIMessage(
+                "",
+                usage_metadata=usage,
+                tool_calls=[
+                    {
+                        "name": "lookup",
+                        "args": {"item": done + 1},
+                        "id": f"call_{done + 1}",
+                        "type": "tool_call",
+                    }
+                ],
+            )
+        return ChatResult(generations=[ChatGeneration(message=reply)])
+
+    def bind_tools(self, tools: Any, **kwargs: Any) -> Runnable[Any, Any]:
+        return self
+
+
+def lookup(item: int) -> str:
+    """Look an item up."""
+    return f"item {item}: in stock, ships in 2 days, price 10.00 EUR"
+
+
+class State(TypedDict):
+    messages: Annotated[list[AnyMessage], add_messages]
+
+
+def agent_graph(model: Runnable[Any, Any], tool: BaseTool, saver: Any) -> Any:
+    async def agent(state: State) -> dict[str, Any]:
+        return {"messages": [await model.ainvoke(state["messages"])]}
+
+    def route(state: State) -> str:
+        last = state["messages"][-1]
+        return "tools" if isinstance(last, AIMessage) and last.tool_calls else END
+
+    builder = StateGraph(State)
+    builder.add_node("agent", agent)
+    builder.add_node("tools", ToolNode([tool]))
+    builder.add_edge(START, "agent")
+    builder.add_conditional_edges("agent", route, ["tools", END])
+    builder.add_edge("tools", "agent")
+    return builder.compile(checkpointer=saver)
+
+
+async def one_run(variant: str, steps: int, db: Path) -> float:
+    """Seconds per step of one full run on a fresh database."""
+    model: Runnable[Any, Any] = ScriptedCounter(steps=steps)
+    tool: BaseTool = StructuredTool.from_function(lookup)
+    if variant == "tether":
+        model = recorded(model, model_id="scripted-counter")
+        tool = durable_tool(lookup)
+    config: Any = {"configurable": {"thread_id": "bench"}, "recursion_limit": 4 * steps + 10}
+    async with open_checkpointer(f"sqlite:///{db}") as saver:
+        graph = agent_graph(model, tool, saver)
+        started = time.perf_counter()
+        result = await graph.ainvoke(
+            {"messages": [HumanMessage("look everything up")]}, config, durability="sync"
+        )
+        elapsed = time.perf_counter() - started
+    assert result["messages"][-1].content == f"looked up {steps} items"
+    return elapsed / steps
+
+
+async def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--steps", type=int, default=100)
+    parser.add_argument("--repeat", type=int, default=5)
+    args = parser.parse_args()
+    timings: dict[str, list[float]] = {"langgraph": [], "tether": []}
+    with tempfile.TemporaryDirectory() as tmp:
+        await one_run("tether", 5, Path(tmp) / "warmup.db")
+        for i in range(args.repeat):
+            for variant in ("langgraph", "tether"):
+                db = Path(tmp) / f"{variant}-{i}.db"
+                timings[variant].append(await one_run(variant, args.steps, db))
+    bare = statistics.median(timings["langgraph"]) * 1000
+    ours = statistics.median(timings["tether"]) * 1000
+    print(f"{args.steps} steps x {args.repeat} runs, SQLite, durability=sync")
+    print(f"{'bare LangGraph':<22}{bare:>8.2f} ms/step")
+    print(f"{'tether (recorded)':<22}{ours:>8.2f} ms/step")
+    print(f"overhead ratio: {ours / bare:.2f}x (goal <= 1.10)")
+
+
+if __name__ == "__main__":
+    asyncio.run(main())
