@@ -218,16 +218,16 @@ async def _get_state_ms(graph: Any, config: Any, repeat: int = 15) -> float:
     return statistics.median(timings)
 
 
-async def _config_at_step(graph: Any, thread: Any, step: int) -> Any:
+async def _config_at_step(saver: Any, thread: Any, step: int) -> Any:
     """The config of the checkpoint taken after the ``step``-th tool result."""
-    async for snapshot in graph.aget_state_history(thread):
-        if snapshot.metadata.get("step") == 2 * step:
-            return snapshot.config
+    # Filtered in SQL: walking get_state_history would decode every checkpoint.
+    async for item in saver.alist(thread, filter={"step": 2 * step}, limit=1):
+        return item.config
     raise RuntimeError(f"no checkpoint for step {step}")
 
 
 async def run(name: str, steps: int, workdir: Path) -> dict[str, Any]:
-    db = workdir / f"{name.split()[-1].lower()}.db"
+    db = workdir / f"{name.rsplit(maxsplit=1)[-1].lower()}.db"
     thread: Any = {"configurable": {"thread_id": "long"}, "recursion_limit": 4 * steps + 10}
     async with open_checkpointer(f"sqlite:///{db}") as saver:
         if name == "tether":
@@ -239,8 +239,8 @@ async def run(name: str, steps: int, workdir: Path) -> dict[str, Any]:
         result = await graph.ainvoke({"messages": [HumanMessage("read the report")]}, thread)
         elapsed = time.perf_counter() - started
         assert result["messages"][-1].content == f"read {steps} pages", result["messages"][-1]
-        early = await _get_state_ms(graph, await _config_at_step(graph, thread, 10))
-        late = await _get_state_ms(graph, await _config_at_step(graph, thread, steps))
+        early = await _get_state_ms(graph, await _config_at_step(saver, thread, 10))
+        late = await _get_state_ms(graph, await _config_at_step(saver, thread, steps))
     total = await stored_bytes(db)
     return {
         "name": name,

@@ -181,3 +181,34 @@ async def test_outside_a_graph_the_model_is_just_called(tmp_path: Path) -> None:
 def test_recorded_refuses_what_is_not_a_runnable() -> None:
     with pytest.raises(TypeError, match="wraps a LangChain chat model or Runnable"):
         recorded("gpt-4o")  # type: ignore[arg-type]
+
+
+async def test_a_retried_node_replays_calls_its_failed_attempt_recorded(
+    backend: Backend, tmp_path: Path
+) -> None:
+    from langgraph.graph import END, START, StateGraph
+    from langgraph.types import RetryPolicy
+
+    model = recorded(scripted(tmp_path))
+    attempts: list[int] = []
+
+    async def node(state: State) -> dict[str, Any]:
+        answer = await model.ainvoke(state["messages"])
+        attempts.append(1)
+        if len(attempts) == 1:
+            raise ConnectionError("flaky downstream service")
+        return {"messages": [answer]}
+
+    builder: StateGraph[Any, Any, Any, Any] = StateGraph(State)
+    builder.add_node("think", node, retry_policy=RetryPolicy(max_attempts=2, initial_interval=0))
+    builder.add_edge(START, "think")
+    builder.add_edge("think", END)
+    async with backend.open() as saver:
+        result = await builder.compile(checkpointer=saver).ainvoke(
+            {"messages": [HumanMessage("hi")]}, CONFIG
+        )
+        steps = await read_steps(saver, "t1")
+    assert len(attempts) == 2
+    assert result["messages"][-1].content == "hello there"
+    assert count_calls(tmp_path / "calls") == 1  # the retry replayed the first attempt's call
+    assert [(s.kind, s.attempt) for s in steps] == [("model", 1)]

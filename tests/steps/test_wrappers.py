@@ -32,9 +32,13 @@ def lookup(order: str) -> str:
 
 
 async def test_bind_tools_returns_a_recorded_model(backend: Backend, tmp_path: Path) -> None:
-    base = recorded(CountingScriptedModel(
-        replies=[reply("", [{"name": "lookup", "args": {"order": "A1"}}])],
-        calls_file=str(tmp_path / "calls")), model_id="m1")
+    base = recorded(
+        CountingScriptedModel(
+            replies=[reply("", [{"name": "lookup", "args": {"order": "A1"}}])],
+            calls_file=str(tmp_path / "calls"),
+        ),
+        model_id="m1",
+    )
     bound = base.bind_tools([lookup])
     assert isinstance(bound, RecordedModel)
     assert bound.model_id == "m1"
@@ -54,9 +58,12 @@ async def test_bind_tools_returns_a_recorded_model(backend: Backend, tmp_path: P
 
 
 async def test_structured_output_is_recorded_and_rebuilt(backend: Backend, tmp_path: Path) -> None:
-    model = recorded(CountingScriptedModel(
-        replies=[reply("", [{"name": "Verdict", "args": {"approve": True, "reason": "dup"}}])],
-        calls_file=str(tmp_path / "calls")))
+    model = recorded(
+        CountingScriptedModel(
+            replies=[reply("", [{"name": "Verdict", "args": {"approve": True, "reason": "dup"}}])],
+            calls_file=str(tmp_path / "calls"),
+        )
+    )
     judge = model.with_structured_output(Verdict)
     assert isinstance(judge, RecordedModel)
     verdicts: list[Verdict] = []
@@ -79,8 +86,9 @@ async def test_structured_output_is_recorded_and_rebuilt(backend: Backend, tmp_p
 
 
 def test_other_attributes_come_from_the_wrapped_model(tmp_path: Path) -> None:
-    inner = CountingScriptedModel(replies=[reply("x")], calls_file=str(tmp_path / "calls"),
-                                  tokens_per_call=7)
+    inner = CountingScriptedModel(
+        replies=[reply("x")], calls_file=str(tmp_path / "calls"), tokens_per_call=7
+    )
     model = recorded(inner)
     assert model.tokens_per_call == 7
     assert recorded(model) is model
