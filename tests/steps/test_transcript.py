@@ -56,7 +56,7 @@ def test_long_conversation_becomes_summary_plus_recent() -> None:
     system, head, *recent = window.messages
     assert system == messages[0]
     assert isinstance(head, SystemMessage)
-    assert head.content.endswith(window.summary)
+    assert str(head.content).endswith(window.summary)
     assert window.summary.startswith("earlier ")
     assert not isinstance(recent[0], ToolMessage)  # never starts on an orphaned tool result
     assert recent == messages[-len(recent) :]
