@@ -5,6 +5,7 @@ from __future__ import annotations
 import hashlib
 import importlib
 import json
+import weakref
 from collections.abc import Mapping, Sequence
 from typing import Any
 
@@ -55,8 +56,35 @@ def _plain(value: Any) -> Any:
 
 def canonical_hash(value: Any) -> str:
     """A SHA-256 of ``value`` in canonical JSON (sorted keys, messages by content)."""
-    text = json.dumps(_plain(value), sort_keys=True, separators=(",", ":"), default=repr)
+    if isinstance(value, list | tuple) and all(isinstance(v, BaseMessage) for v in value):
+        # The common case, a conversation: each message is encoded once per process.
+        text = "[" + ",".join(_message_json(m) for m in value) + "]"
+    else:
+        text = _dumps(_plain(value))
     return hashlib.sha256(text.encode()).hexdigest()
+
+
+def _dumps(plain: Any) -> str:
+    return json.dumps(plain, sort_keys=True, separators=(",", ":"), default=repr)
+
+
+# id(message) -> (weak reference, the content it had, its canonical JSON). Entries
+# leave when the message is freed; a message whose content was replaced is re-encoded.
+_encoded: dict[int, tuple[weakref.ref[BaseMessage], Any, str]] = {}
+
+
+def _message_json(message: BaseMessage) -> str:
+    key = id(message)
+    entry = _encoded.get(key)
+    if entry is not None and entry[0]() is message and entry[1] is message.content:
+        return entry[2]
+    text = _dumps(message_fields(message))
+    try:
+        ref = weakref.ref(message, lambda _, key=key: _encoded.pop(key, None))  # type: ignore[misc]
+    except TypeError:  # not weakly referenceable: do not cache
+        return text
+    _encoded[key] = (ref, message.content, text)
+    return text
 
 
 def encode_output(value: Any) -> dict[str, Any]:

@@ -140,7 +140,8 @@ class RecordedModel(Runnable[Any, Any]):
     async def _plan(self, call: _Call) -> _Plan:
         scope = call.scope
         pins = await ensure_pins(scope)
-        record = await scope.store.get("model", call.key)
+        # A fresh task has nothing recorded: skip the read (put-if-absent still guards).
+        record = None if scope.fresh else await scope.store.get("model", call.key)
         if record is not None:
             recorded_hash = record.value["input_hash"]
             if recorded_hash != call.input_hash:

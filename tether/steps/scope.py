@@ -18,6 +18,7 @@ from langchain_core.runnables import RunnableConfig, ensure_config
 from langgraph._internal._constants import (
     CONFIG_KEY_CHECKPOINT_NS,
     CONFIG_KEY_CHECKPOINTER,
+    CONFIG_KEY_RESUMING,
     CONFIG_KEY_RUNTIME,
     CONFIG_KEY_SCRATCHPAD,
     CONFIG_KEY_TASK_ID,
@@ -102,6 +103,17 @@ class NodeScope:
     node: str
     attempt: int
     calls: _Calls = field(repr=False)
+
+    @property
+    def fresh(self) -> bool:
+        """Whether no earlier execution of this task can have recorded anything.
+
+        True on the first attempt of a task in a run started with new input, and
+        in every superstep after a run's first (their tasks come from checkpoints
+        this run created). A resumed run's first superstep and every retry are
+        not fresh. Only an optimization: recording is put-if-absent anyway.
+        """
+        return self.attempt == 1 and self.configurable.get(CONFIG_KEY_RESUMING) is not True
 
     @property
     def configurable(self) -> dict[str, Any]:

@@ -145,8 +145,8 @@ class DurableTool(BaseTool):
         scope, store = call.scope, call.scope.store
         await ensure_pins(scope)
         if self.takes_key or self.safe_to_retry:
-            # Running again is safe, so no intent needs claiming: one read, then run.
-            record = await store.get("tool", call.key)
+            # Running again is safe, so no intent needs claiming: at most one read.
+            record = None if scope.fresh else await store.get("tool", call.key)
             if record is None:
                 return "run", None
         else:
