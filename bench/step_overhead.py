@@ -101,15 +101,16 @@ def agent_graph(model: Runnable[Any, Any], tool: BaseTool, saver: Any) -> Any:
     return builder.compile(checkpointer=saver)
 
 
-async def one_run(variant: str, steps: int, db: Path) -> float:
+async def one_run(variant: str, steps: int, db: Path, url: str | None = None) -> float:
     """Seconds per step of one full run on a fresh database."""
     model: Runnable[Any, Any] = ScriptedCounter(steps=steps)
     tool: BaseTool = StructuredTool.from_function(lookup)
     if variant == "tether":
         model = recorded(model, model_id="scripted-counter")
         tool = durable_tool(lookup)
-    config: Any = {"configurable": {"thread_id": "bench"}, "recursion_limit": 4 * steps + 10}
-    async with open_checkpointer(f"sqlite:///{db}") as saver:
+    thread = f"bench-{variant}-{db.stem}"
+    config: Any = {"configurable": {"thread_id": thread}, "recursion_limit": 4 * steps + 10}
+    async with open_checkpointer(url or f"sqlite:///{db}") as saver:
         graph = agent_graph(model, tool, saver)
         started = time.perf_counter()
         result = await graph.ainvoke(
@@ -124,17 +125,20 @@ async def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--steps", type=int, default=100)
     parser.add_argument("--repeat", type=int, default=5)
+    parser.add_argument("--url", default=None,
+                        help="checkpointer URL (default: a fresh SQLite file per run)")
     args = parser.parse_args()
     timings: dict[str, list[float]] = {"langgraph": [], "tether": []}
     with tempfile.TemporaryDirectory() as tmp:
-        await one_run("tether", 5, Path(tmp) / "warmup.db")
+        await one_run("tether", 5, Path(tmp) / "warmup.db", args.url)
         for i in range(args.repeat):
             for variant in ("langgraph", "tether"):
                 db = Path(tmp) / f"{variant}-{i}.db"
-                timings[variant].append(await one_run(variant, args.steps, db))
+                timings[variant].append(await one_run(variant, args.steps, db, args.url))
     bare = statistics.median(timings["langgraph"]) * 1000
     ours = statistics.median(timings["tether"]) * 1000
-    print(f"{args.steps} steps x {args.repeat} runs, SQLite, durability=sync")
+    where = args.url.split(":", 1)[0] if args.url else "sqlite"
+    print(f"{args.steps} steps x {args.repeat} runs, {where}, durability=sync")
     print(f"{'bare LangGraph':<22}{bare:>8.2f} ms/step")
     print(f"{'tether (recorded)':<22}{ours:>8.2f} ms/step")
     print(f"overhead ratio: {ours / bare:.2f}x (goal <= 1.10)")

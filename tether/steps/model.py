@@ -27,7 +27,9 @@ from tether.crashtest.points import crash_point
 from tether.steps import budget as budgets
 from tether.steps.codec import canonical_hash, decode_output, encode_output
 from tether.steps.errors import NonDeterminismError
+from tether.steps.known import known, remember
 from tether.steps.log import step_document
+from tether.steps.parent import wait_for_parent_checkpoint
 from tether.steps.scope import NodeScope, node_scope, worker_id
 from tether.steps.versions import VersionPins, ensure_pins
 
@@ -140,13 +142,15 @@ class RecordedModel(Runnable[Any, Any]):
     async def _plan(self, call: _Call) -> _Plan:
         scope = call.scope
         pins = await ensure_pins(scope)
-        # A fresh task has nothing recorded: skip the read (put-if-absent still guards).
-        record = None if scope.fresh else await scope.store.get("model", call.key)
+        record = None
+        if await known(scope.store, scope.thread_id, "model", call.key):
+            record = await scope.store.get("model", call.key)
         if record is not None:
             recorded_hash = record.value["input_hash"]
             if recorded_hash != call.input_hash:
                 raise NonDeterminismError(call.key, recorded_hash, call.input_hash, "model call")
             return _Plan(decode_output(record.value["output"], self._schema), True, pins)
+        await wait_for_parent_checkpoint(scope)
         return _Plan(pins=pins, ledger=await budgets.ledger_for(scope))
 
     def _document(self, call: _Call, output: Any, started: float, plan: _Plan) -> dict[str, Any]:
@@ -175,6 +179,7 @@ class RecordedModel(Runnable[Any, Any]):
         index = await scope.store.put_with_step(
             "model", call.key, doc, thread_id=scope.thread_id, step=model_step(call.key, doc)
         )
+        remember(scope.store, scope.thread_id, "model", call.key)
         if index is None:
             # Another worker recorded this step first: its answer is the run's answer.
             winner = await scope.store.get("model", call.key)

@@ -18,7 +18,7 @@ from langchain_core.runnables import RunnableConfig, ensure_config
 from langgraph._internal._constants import (
     CONFIG_KEY_CHECKPOINT_NS,
     CONFIG_KEY_CHECKPOINTER,
-    CONFIG_KEY_RESUMING,
+    CONFIG_KEY_DURABILITY,
     CONFIG_KEY_RUNTIME,
     CONFIG_KEY_SCRATCHPAD,
     CONFIG_KEY_TASK_ID,
@@ -103,17 +103,17 @@ class NodeScope:
     node: str
     attempt: int
     calls: _Calls = field(repr=False)
+    parent_checkpoint_id: str | None = None
 
     @property
-    def fresh(self) -> bool:
-        """Whether no earlier execution of this task can have recorded anything.
+    def durability(self) -> str:
+        """LangGraph's durability mode for this run: ``sync``, ``async`` or ``exit``."""
+        return str(self.configurable.get(CONFIG_KEY_DURABILITY) or "async")
 
-        True on the first attempt of a task in a run started with new input, and
-        in every superstep after a run's first (their tasks come from checkpoints
-        this run created). A resumed run's first superstep and every retry are
-        not fresh. Only an optimization: recording is put-if-absent anyway.
-        """
-        return self.attempt == 1 and self.configurable.get(CONFIG_KEY_RESUMING) is not True
+    @property
+    def graph_ns(self) -> str:
+        """The namespace of the graph this task runs in (its own, minus the task)."""
+        return self.checkpoint_ns.rpartition("|")[0]
 
     @property
     def configurable(self) -> dict[str, Any]:
@@ -158,4 +158,5 @@ def node_scope(config: RunnableConfig | None = None) -> NodeScope | None:
         node=str(merged.get("metadata", {}).get("langgraph_node", "")),
         attempt=int(getattr(info, "node_attempt", 1) or 1),
         calls=_calls_for(anchor if anchor is not None else task_id),
+        parent_checkpoint_id=getattr(info, "checkpoint_id", None) or None,
     )

@@ -26,7 +26,8 @@ from collections.abc import Awaitable, Callable, Coroutine
 from dataclasses import dataclass
 from typing import Any, TypeVar, overload
 
-from langchain_core.runnables import RunnableConfig
+from langchain_core.runnables import RunnableConfig, ensure_config
+from langchain_core.runnables.config import run_in_executor
 from langchain_core.tools import BaseTool, StructuredTool
 from langchain_core.utils.function_calling import convert_to_openai_tool
 from pydantic import BaseModel, ConfigDict, create_model
@@ -34,7 +35,9 @@ from pydantic import BaseModel, ConfigDict, create_model
 from tether.crashtest.points import crash_point
 from tether.steps.codec import canonical_hash, decode_output, encode_output
 from tether.steps.errors import NonDeterminismError, StepsError, ToolOutcomeUnknownError
+from tether.steps.known import known, remember
 from tether.steps.log import step_document
+from tether.steps.parent import wait_for_parent_checkpoint
 from tether.steps.scope import NodeScope, node_scope, worker_id
 from tether.steps.versions import ensure_pins
 
@@ -106,6 +109,8 @@ class DurableTool(BaseTool):
     version: str = ""
     safe_to_retry: bool = False
     takes_key: bool = False
+    func: Any = None
+    coroutine: Any = None
 
     # -- entry points: remember the model's tool-call id for the step key -------
     def invoke(self, input: Any, config: RunnableConfig | None = None, **kwargs: Any) -> Any:
@@ -144,9 +149,12 @@ class DurableTool(BaseTool):
         """``("replay", output)``, ``("run", None)`` or ``("reconcile", None)``."""
         scope, store = call.scope, call.scope.store
         await ensure_pins(scope)
+        await wait_for_parent_checkpoint(scope)
         if self.takes_key or self.safe_to_retry:
             # Running again is safe, so no intent needs claiming: at most one read.
-            record = None if scope.fresh else await store.get("tool", call.key)
+            record = None
+            if await known(store, scope.thread_id, "tool", call.key):
+                record = await store.get("tool", call.key)
             if record is None:
                 return "run", None
         else:
@@ -159,7 +167,9 @@ class DurableTool(BaseTool):
                 "attempt": scope.attempt,
                 "worker_id": worker_id(),
             }
-            if await store.insert("tool", call.key, claim, thread_id=scope.thread_id):
+            inserted = await store.insert("tool", call.key, claim, thread_id=scope.thread_id)
+            remember(store, scope.thread_id, "tool", call.key)
+            if inserted:
                 return "run", None
             record = await store.get("tool", call.key)
             if record is None:  # deleted in between (the thread was deleted)
@@ -195,6 +205,7 @@ class DurableTool(BaseTool):
             "started_at": started,
             "ended_at": time.time(),
         }
+        remember(scope.store, scope.thread_id, "tool", call.key)
         await scope.store.put_with_step(
             "tool",
             call.key,
@@ -212,6 +223,7 @@ class DurableTool(BaseTool):
             "idempotency_key": call.idempotency_key,
             "error": repr(error)[:2000],
         }
+        remember(call.scope.store, call.scope.thread_id, "tool", call.key)
         await call.scope.store.upsert("tool", call.key, value, thread_id=call.scope.thread_id)
 
     def _step(self, key: str, value: dict[str, Any]) -> dict[str, Any]:
@@ -238,10 +250,24 @@ class DurableTool(BaseTool):
         return {**args, KEY_PARAM: f"tether-adhoc-{uuid.uuid4().hex}"} if self.takes_key else args
 
     # -- sync -----------------------------------------------------------------------
-    def _run(self, *, config: RunnableConfig, **args: Any) -> Any:
+    def _execute(self, inputs: dict[str, Any], config: RunnableConfig) -> Any:
+        if self.func is not None:  # a plain function: no second tool run around it
+            return self.func(**inputs)
+        return self.inner.invoke(inputs, config)
+
+    async def _aexecute(self, inputs: dict[str, Any], config: RunnableConfig) -> Any:
+        if self.coroutine is not None:
+            return await self.coroutine(**inputs)
+        if self.func is not None:
+            return await run_in_executor(config, self.func, **inputs)
+        return await self.inner.ainvoke(inputs, config)
+
+    # BaseTool.run/arun put the tool's child config in context; ensure_config() reads it.
+    def _run(self, **args: Any) -> Any:
+        config = ensure_config()
         scope = node_scope(config)
         if scope is None:
-            return self.inner.invoke(self._direct(args), config)
+            return self._execute(self._direct(args), config)
         call = self._call(scope, args)
 
         def run(coro: Coroutine[Any, Any, T]) -> T:
@@ -264,7 +290,7 @@ class DurableTool(BaseTool):
         crash_point("tool.before")
         started = time.time()
         try:
-            output = self.inner.invoke(self._inputs(call), config)
+            output = self._execute(self._inputs(call), config)
         except Exception as exc:
             run(self._fail(call, exc))
             raise
@@ -273,10 +299,11 @@ class DurableTool(BaseTool):
         return output
 
     # -- async ----------------------------------------------------------------------
-    async def _arun(self, *, config: RunnableConfig, **args: Any) -> Any:
+    async def _arun(self, **args: Any) -> Any:
+        config = ensure_config()
         scope = node_scope(config)
         if scope is None:
-            return await self.inner.ainvoke(self._direct(args), config)
+            return await self._aexecute(self._direct(args), config)
         call = self._call(scope, args)
         action, output = await self._plan(call)
         if action == "replay":
@@ -292,13 +319,17 @@ class DurableTool(BaseTool):
         crash_point("tool.before")
         started = time.time()
         try:
-            output = await self.inner.ainvoke(self._inputs(call), config)
+            output = await self._aexecute(self._inputs(call), config)
         except Exception as exc:
             await self._fail(call, exc)
             raise
         await self._commit(call, output, started, "run")
         crash_point("tool.after")
         return output
+
+
+def _is_async(func: Any) -> bool:
+    return not isinstance(func, BaseTool) and inspect.iscoroutinefunction(func)
 
 
 def _is_tool_call(value: Any) -> bool:
@@ -337,6 +368,10 @@ def _wrap(
         reconcile=reconcile,
         safe_to_retry=safe_to_retry,
         takes_key=takes_key,
+        func=None
+        if isinstance(func_or_tool, BaseTool) or _is_async(func_or_tool)
+        else func_or_tool,
+        coroutine=func_or_tool if _is_async(func_or_tool) else None,
         version=version or "",
     )
     if not version:

@@ -1,16 +1,23 @@
-"""Records for the SQLite checkpointer: two tables on the saver's own connection."""
+"""Records for the SQLite checkpointer: two tables on the saver's own connection.
+
+Every operation is one function run on aiosqlite's connection thread (one
+hop instead of one per statement), under the saver's lock, so tether's writes
+never interleave with the saver's.
+"""
 
 from __future__ import annotations
 
 import asyncio
 import builtins
-from collections.abc import AsyncIterator
-from contextlib import asynccontextmanager
-from typing import Any
+import sqlite3
+from collections.abc import Callable
+from typing import Any, TypeVar
 
 from tether.store.record import RawRecord, StepPayload
 
 __all__ = ["SqliteDriver"]
+
+T = TypeVar("T")
 
 _SCHEMA = """
 CREATE TABLE IF NOT EXISTS tether_records (
@@ -31,10 +38,30 @@ CREATE TABLE IF NOT EXISTS tether_steps (
 );
 """
 _COLUMNS = "kind, key, thread_id, value, created_at"
+_INSERT = f"INSERT INTO tether_records ({_COLUMNS}) VALUES (?, ?, ?, ?, ?) "
+_ON_CONFLICT_KEEP = "ON CONFLICT (kind, key) DO NOTHING"
+_ON_CONFLICT_REPLACE = "ON CONFLICT (kind, key) DO UPDATE SET value = excluded.value"
+
+
+def _params(raw: RawRecord) -> tuple[Any, ...]:
+    return (raw.kind, raw.key, raw.thread_id, raw.payload, raw.created_at)
+
+
+def _append(db: sqlite3.Connection, thread_id: str, step: StepPayload) -> int:
+    """Append one step inside the caller's write transaction; the index is MAX + 1."""
+    row = db.execute(
+        "SELECT COALESCE(MAX(idx) + 1, 0) FROM tether_steps WHERE thread_id = ?", (thread_id,)
+    ).fetchone()
+    index = int(row[0])
+    db.execute(
+        "INSERT INTO tether_steps (thread_id, idx, value) VALUES (?, ?, ?)",
+        (thread_id, index, step.encode(index)),
+    )
+    return index
 
 
 class SqliteDriver:
-    """Uses the saver's aiosqlite connection and its lock, so writes never interleave.
+    """Uses the saver's aiosqlite connection and its lock.
 
     Args:
         saver: An ``AsyncSqliteSaver`` (tether's ``SqliteSaver``).
@@ -44,141 +71,117 @@ class SqliteDriver:
         self._saver = saver
         self.loop: asyncio.AbstractEventLoop | None = saver.loop
         self._ready = False
+        self._level: int | None = None
 
-    async def _setup(self) -> None:
-        if self._ready:
-            return
-        await self._saver.setup()
+    async def _run(self, fn: Callable[[sqlite3.Connection], T]) -> T:
+        if not self._ready:
+            await self._saver.setup()
         async with self._saver.lock:
-            await self._saver.conn.executescript(_SCHEMA)
-            await self._saver.conn.commit()
-        self._ready = True
+            # aiosqlite runs ``fn`` on the thread that owns the sqlite3 connection.
+            result: T = await self._saver.conn._execute(self._prepared(fn))
+            return result
+
+    def _prepared(self, fn: Callable[[sqlite3.Connection], T]) -> Callable[[], T]:
+        def call() -> T:
+            db: sqlite3.Connection = self._saver.conn._conn
+            if not self._ready:
+                db.executescript(_SCHEMA)
+                journal = db.execute("PRAGMA journal_mode").fetchone()[0]
+                level = int(db.execute("PRAGMA synchronous").fetchone()[0])
+                # In WAL mode our commits can skip the fsync (synchronous=NORMAL)
+                # and still survive the process dying; the saver's next commit,
+                # at the connection's own level, makes them durable against
+                # power loss too. The level is restored after each write.
+                self._level = level if str(journal).lower() == "wal" and level > 1 else None
+                self._ready = True
+            return fn(db)
+
+        return call
+
+    def _write(self, fn: Callable[[sqlite3.Connection], T]) -> Callable[[sqlite3.Connection], T]:
+        """``fn`` as one write transaction: committed, or rolled back on error."""
+
+        def transaction(db: sqlite3.Connection) -> T:
+            if db.in_transaction:
+                db.commit()
+            if self._level is not None:
+                db.execute("PRAGMA synchronous = NORMAL")
+            try:
+                # IMMEDIATE takes the write lock before any read, so another
+                # process appending to the same file cannot read the same MAX(idx).
+                db.execute("BEGIN IMMEDIATE")
+                try:
+                    result = fn(db)
+                except BaseException:
+                    db.rollback()
+                    raise
+                db.commit()
+                return result
+            finally:
+                if self._level is not None:
+                    db.execute(f"PRAGMA synchronous = {self._level}")
+
+        return transaction
 
     async def insert(self, raw: RawRecord) -> bool:
-        await self._setup()
-        async with self._saver.lock:
-            cur = await self._saver.conn.execute(
-                f"INSERT OR IGNORE INTO tether_records ({_COLUMNS}) VALUES (?, ?, ?, ?, ?)",
-                (raw.kind, raw.key, raw.thread_id, raw.payload, raw.created_at),
-            )
-            inserted = bool(cur.rowcount == 1)
-            await self._saver.conn.commit()
-            return inserted
+        def insert(db: sqlite3.Connection) -> bool:
+            return db.execute(_INSERT + _ON_CONFLICT_KEEP, _params(raw)).rowcount == 1
+
+        return await self._run(self._write(insert))
 
     async def upsert(self, raw: RawRecord) -> None:
-        await self._setup()
-        async with self._saver.lock:
-            await self._saver.conn.execute(
-                f"INSERT INTO tether_records ({_COLUMNS}) VALUES (?, ?, ?, ?, ?) "
-                "ON CONFLICT (kind, key) DO UPDATE SET value = excluded.value",
-                (raw.kind, raw.key, raw.thread_id, raw.payload, raw.created_at),
-            )
-            await self._saver.conn.commit()
+        def upsert(db: sqlite3.Connection) -> None:
+            db.execute(_INSERT + _ON_CONFLICT_REPLACE, _params(raw))
+
+        await self._run(self._write(upsert))
 
     async def get(self, kind: str, key: str) -> RawRecord | None:
-        await self._setup()
-        async with (
-            self._saver.lock,
-            self._saver.conn.execute(
+        def get(db: sqlite3.Connection) -> RawRecord | None:
+            row = db.execute(
                 f"SELECT {_COLUMNS} FROM tether_records WHERE kind = ? AND key = ?", (kind, key)
-            ) as cur,
-        ):
-            row = await cur.fetchone()
-        return None if row is None else RawRecord(*row)
+            ).fetchone()
+            return None if row is None else RawRecord(*row)
+
+        return await self._run(get)
 
     async def list(self, kind: str, thread_id: str | None) -> builtins.list[RawRecord]:
-        await self._setup()
         sql = f"SELECT {_COLUMNS} FROM tether_records WHERE kind = ?"
         params: tuple[str, ...] = (kind,)
         if thread_id is not None:
             sql += " AND thread_id = ?"
             params += (thread_id,)
-        async with self._saver.lock, self._saver.conn.execute(sql + " ORDER BY seq", params) as cur:
-            rows = await cur.fetchall()
-        return [RawRecord(*row) for row in rows]
+
+        def select(db: sqlite3.Connection) -> builtins.list[RawRecord]:
+            return [RawRecord(*row) for row in db.execute(sql + " ORDER BY seq", params)]
+
+        return await self._run(select)
 
     async def append_step(self, thread_id: str, step: StepPayload) -> int:
-        await self._setup()
-        async with self._saver.lock, self._transaction(step) as conn:
-            return await self._append(conn, thread_id, step)
+        return await self._run(self._write(lambda db: _append(db, thread_id, step)))
 
     async def put_with_step(self, raw: RawRecord, replace: bool, step: StepPayload) -> int | None:
-        await self._setup()
-        async with self._saver.lock, self._transaction(step) as conn:
-            cur = await conn.execute(
-                f"INSERT INTO tether_records ({_COLUMNS}) VALUES (?, ?, ?, ?, ?) "
-                + (
-                    "ON CONFLICT (kind, key) DO UPDATE SET value = excluded.value"
-                    if replace
-                    else "ON CONFLICT (kind, key) DO NOTHING"
-                ),
-                (raw.kind, raw.key, raw.thread_id, raw.payload, raw.created_at),
-            )
-            if cur.rowcount != 1:
+        conflict = _ON_CONFLICT_REPLACE if replace else _ON_CONFLICT_KEEP
+
+        def put(db: sqlite3.Connection) -> int | None:
+            if db.execute(_INSERT + conflict, _params(raw)).rowcount != 1:
                 return None
-            return await self._append(conn, raw.thread_id, step)
+            return _append(db, raw.thread_id, step)
 
-    @asynccontextmanager
-    async def _transaction(self, step: StepPayload) -> AsyncIterator[Any]:
-        """One write transaction, committed on success and rolled back on error."""
-        conn = self._saver.conn
-        if conn.in_transaction:
-            await conn.commit()
-        if step.fixed is None:
-            # The index must be known before the step is encoded, so it is read
-            # first: IMMEDIATE takes the write lock before that read, and another
-            # process appending to the same file waits instead of reading the
-            # same MAX(idx).
-            await conn.execute("BEGIN IMMEDIATE")
-        try:
-            yield conn
-        except BaseException:
-            await conn.rollback()
-            raise
-        await conn.commit()
-
-    @staticmethod
-    async def _append(conn: Any, thread_id: str, step: StepPayload) -> int:
-        if step.fixed is not None:
-            # One statement reads MAX(idx) and inserts under the write lock.
-            async with conn.execute(
-                "INSERT INTO tether_steps (thread_id, idx, value) "
-                "SELECT ?, COALESCE(MAX(idx) + 1, 0), ? FROM tether_steps WHERE thread_id = ? "
-                "RETURNING idx",
-                (thread_id, step.fixed, thread_id),
-            ) as cur:
-                row = await cur.fetchone()
-            return int(row[0])
-        async with conn.execute(
-            "SELECT COALESCE(MAX(idx) + 1, 0) FROM tether_steps WHERE thread_id = ?",
-            (thread_id,),
-        ) as cur:
-            row = await cur.fetchone()
-        index = int(row[0]) if row else 0
-        await conn.execute(
-            "INSERT INTO tether_steps (thread_id, idx, value) VALUES (?, ?, ?)",
-            (thread_id, index, step.encode(index)),
-        )
-        return index
+        return await self._run(self._write(put))
 
     async def steps(self, thread_id: str) -> builtins.list[tuple[int, str]]:
-        await self._setup()
-        async with (
-            self._saver.lock,
-            self._saver.conn.execute(
-                "SELECT idx, value FROM tether_steps WHERE thread_id = ? ORDER BY idx", (thread_id,)
-            ) as cur,
-        ):
-            rows = await cur.fetchall()
-        return [(int(i), str(v)) for i, v in rows]
+        def select(db: sqlite3.Connection) -> builtins.list[tuple[int, str]]:
+            rows = db.execute(
+                "SELECT idx, value FROM tether_steps WHERE thread_id = ? ORDER BY idx",
+                (thread_id,),
+            )
+            return [(int(i), str(v)) for i, v in rows]
+
+        return await self._run(select)
 
     async def delete_thread(self, thread_id: str) -> None:
-        await self._setup()
-        async with self._saver.lock:
-            await self._saver.conn.execute(
-                "DELETE FROM tether_records WHERE thread_id = ?", (thread_id,)
-            )
-            await self._saver.conn.execute(
-                "DELETE FROM tether_steps WHERE thread_id = ?", (thread_id,)
-            )
-            await self._saver.conn.commit()
+        def delete(db: sqlite3.Connection) -> None:
+            db.execute("DELETE FROM tether_records WHERE thread_id = ?", (thread_id,))
+            db.execute("DELETE FROM tether_steps WHERE thread_id = ?", (thread_id,))
+
+        await self._run(self._write(delete))
