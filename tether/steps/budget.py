@@ -17,7 +17,7 @@ from typing import Any, Literal, TypeVar
 from langgraph.types import interrupt
 
 from tether.steps.errors import BudgetExceededError
-from tether.steps.log import step_document
+from tether.steps.log import scope_step
 from tether.steps.scope import BUDGET_KEY, NodeScope
 
 __all__ = ["Budget", "Ledger", "Price", "with_budget"]
@@ -142,12 +142,10 @@ async def record_exceeded(scope: NodeScope, ledger: Ledger, key: str) -> None:
     ):
         await scope.store.append_step(
             scope.thread_id,
-            step_document(
+            scope_step(
+                scope,
                 "budget",
-                name="exceeded",
-                node=scope.node,
-                task_id=scope.task_id,
-                attempt=scope.attempt,
+                "exceeded",
                 detail={
                     "spent": ledger.spent(),
                     "limits": ledger.limits,
@@ -210,12 +208,10 @@ async def extend(scope: NodeScope, ledger: Ledger, limits: dict[str, Any], key: 
     ):
         await scope.store.append_step(
             scope.thread_id,
-            step_document(
+            scope_step(
+                scope,
                 "budget",
-                name="extended",
-                node=scope.node,
-                task_id=scope.task_id,
-                attempt=scope.attempt,
+                "extended",
                 detail={"spent": ledger.spent(), "limits": limits},
             ),
         )

@@ -129,6 +129,13 @@ def step_document(
     return doc
 
 
+def scope_step(scope: Any, kind: StepKind, name: str, **fields: Any) -> dict[str, Any]:
+    """A step document stamped with the running node execution (``NodeScope``)."""
+    return step_document(
+        kind, name=name, node=scope.node, task_id=scope.task_id, attempt=scope.attempt, **fields
+    )
+
+
 async def append_step(
     checkpointer: BaseCheckpointSaver[Any], thread_id: str, kind: StepKind, **fields: Any
 ) -> int:

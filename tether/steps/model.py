@@ -12,19 +12,17 @@ the wrapper simply calls the model.
 
 from __future__ import annotations
 
-import json
 import time
 from collections.abc import AsyncIterator, Callable, Coroutine, Iterator
 from dataclasses import dataclass
 from typing import Any, TypeVar
 
-from langchain_core.messages import AIMessage, AIMessageChunk, BaseMessage, BaseMessageChunk
-from langchain_core.messages.utils import message_chunk_to_message
 from langchain_core.runnables import Runnable, RunnableConfig
 from pydantic import BaseModel
 
 from tether.crashtest.points import crash_point
 from tether.steps import budget as budgets
+from tether.steps.chunks import as_chunks, assemble
 from tether.steps.codec import canonical_hash, decode_output, encode_output
 from tether.steps.errors import NonDeterminismError
 from tether.steps.known import known, remember
@@ -337,44 +335,6 @@ def model_step(key: str, doc: dict[str, Any]) -> dict[str, Any]:
         key=key,
         graph_version=doc["graph_version"],
     )
-
-
-def assemble(total: Any) -> Any:
-    """The message a stream of chunks adds up to."""
-    if isinstance(total, BaseMessageChunk):
-        return message_chunk_to_message(total)
-    return total
-
-
-def as_chunks(output: Any) -> Iterator[Any]:
-    """A recorded answer as a stream: an AI message becomes one complete chunk."""
-    if isinstance(output, AIMessage):
-        yield AIMessageChunk(
-            content=output.content,
-            id=output.id,
-            name=output.name,
-            additional_kwargs=output.additional_kwargs,
-            response_metadata=output.response_metadata,
-            usage_metadata=output.usage_metadata,
-            tool_call_chunks=[
-                {
-                    "name": c["name"],
-                    "args": _json(c["args"]),
-                    "id": c.get("id"),
-                    "index": i,
-                    "type": "tool_call_chunk",
-                }
-                for i, c in enumerate(output.tool_calls)
-            ],
-        )
-    elif isinstance(output, BaseMessage):
-        yield output
-    else:
-        yield output
-
-
-def _json(args: Any) -> str:
-    return json.dumps(args)
 
 
 def recorded(

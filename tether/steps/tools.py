@@ -22,7 +22,7 @@ import inspect
 import json
 import time
 import uuid
-from collections.abc import Awaitable, Callable, Coroutine
+from collections.abc import Callable, Coroutine
 from dataclasses import dataclass
 from typing import Any, TypeVar, overload
 
@@ -30,11 +30,18 @@ from langchain_core.runnables import RunnableConfig, ensure_config
 from langchain_core.runnables.config import run_in_executor
 from langchain_core.tools import BaseTool, StructuredTool
 from langchain_core.utils.function_calling import convert_to_openai_tool
-from pydantic import BaseModel, ConfigDict, create_model
+from pydantic import ConfigDict
 
 from tether.crashtest.points import crash_point
 from tether.steps.codec import canonical_hash, decode_output, encode_output
 from tether.steps.errors import NonDeterminismError, StepsError, ToolOutcomeUnknownError
+from tether.steps.idempotency import (
+    KEY_PARAM,
+    Reconcile,
+    ReconcileResult,
+    hide_key,
+    idempotency_key,
+)
 from tether.steps.known import known, remember
 from tether.steps.log import step_document
 from tether.steps.parent import wait_for_parent_checkpoint
@@ -44,47 +51,9 @@ from tether.steps.versions import ensure_pins
 __all__ = ["DurableTool", "ReconcileResult", "durable_tool", "idempotency_key"]
 
 T = TypeVar("T")
-KEY_PARAM = "idempotency_key"
 _tool_call_id: contextvars.ContextVar[str | None] = contextvars.ContextVar(
     "tether_tool_call_id", default=None
 )
-
-
-@dataclass(frozen=True)
-class ReconcileResult:
-    """What a ``reconcile`` hook returns when the action did happen.
-
-    Attributes:
-        output: The tool's result as read back from the outside world; the
-            run continues with it as if the tool had returned it.
-    """
-
-    output: Any
-
-
-Reconcile = Callable[
-    [dict[str, Any], str], "ReconcileResult | Awaitable[ReconcileResult | None] | None"
-]
-
-
-def idempotency_key(tenant: str, thread_id: str, step: str, tool: str, args_hash: str) -> str:
-    """The key a tool gets: the same for the same (tenant, thread, step, tool, args)."""
-    digest = hashlib.sha256("|".join((tenant, thread_id, step, tool, args_hash)).encode())
-    return "tether-" + digest.hexdigest()[:40]
-
-
-def _hide_key(schema: Any) -> Any:
-    """``schema`` without the ``idempotency_key`` field, so the model never sees it."""
-    if isinstance(schema, dict):
-        hidden = json.loads(json.dumps(schema))
-        hidden.get("properties", {}).pop(KEY_PARAM, None)
-        if KEY_PARAM in hidden.get("required", []):
-            hidden["required"].remove(KEY_PARAM)
-        return hidden
-    if isinstance(schema, type) and issubclass(schema, BaseModel):
-        fields = {n: (f.annotation, f) for n, f in schema.model_fields.items() if n != KEY_PARAM}
-        return create_model(schema.__name__, __doc__=schema.__doc__, **fields)  # type: ignore[call-overload]
-    return schema
 
 
 @dataclass(frozen=True)
@@ -357,7 +326,7 @@ def _wrap(
     if reconcile is not None and not callable(reconcile):
         raise TypeError("reconcile must be a callable reconcile(args: dict, key: str)")
     inner = _as_tool(func_or_tool, name)
-    schema = _hide_key(inner.args_schema)
+    schema = hide_key(inner.args_schema)
     takes_key = KEY_PARAM in inner.args
     tool = DurableTool(
         name=name or inner.name,

@@ -18,7 +18,7 @@ from dataclasses import dataclass, field
 from typing import Any, Literal, TypeVar
 
 from tether.steps.errors import VersionMismatchError
-from tether.steps.log import step_document
+from tether.steps.log import scope_step
 from tether.steps.scope import PINS_KEY, NodeScope
 
 __all__ = ["VersionPins", "graph_fingerprint", "pin_versions"]
@@ -120,12 +120,10 @@ async def ensure_pins(scope: NodeScope) -> VersionPins | None:
                 raise VersionMismatchError(scope.thread_id, changes)
             await store.append_step(
                 scope.thread_id,
-                step_document(
+                scope_step(
+                    scope,
                     "version-change",
-                    name="versions",
-                    node=scope.node,
-                    task_id=scope.task_id,
-                    attempt=scope.attempt,
+                    "versions",
                     graph_version=pins.graph,
                     prompt_version=pins.prompt_version,
                     model_id=pins.model_id,
