@@ -166,14 +166,16 @@ def _output(doc: Any) -> Any:
 def _step(index: int, doc: dict[str, Any], outputs: dict[tuple[str, str], Any]) -> Step:
     ref = doc.get("output_ref")
     output = outputs.get((ref[0], ref[1])) if ref else doc.get("output")
-    start, end = float(doc["started_at"]), float(doc["ended_at"])
+    # Lenient: other packages write steps in this shape without the steps layer.
+    start = float(doc.get("started_at") or 0.0)
+    end = float(doc.get("ended_at") or start)
     return Step(
         index=index,
-        kind=doc["kind"],
-        node=doc["node"],
-        task_id=doc["task_id"],
-        name=doc["name"],
-        input_hash=doc["input_hash"],
+        kind=doc.get("kind", "approval"),
+        node=str(doc.get("node") or ""),
+        task_id=str(doc.get("task_id") or ""),
+        name=str(doc.get("name") or ""),
+        input_hash=str(doc.get("input_hash") or ""),
         output=output,
         model_id=doc.get("model_id"),
         prompt_version=doc.get("prompt_version"),
