@@ -1,7 +1,8 @@
 """Crash targets used only by the tests of the harness itself.
 
-``gated_target`` stops at an interrupt for a person's sign-off, which the
-harness answers. ``careless_target`` is the refund agent without tether's durability: a plain
+``gated_target`` is the demo's refund agent: the refund waits on a stored
+approval request, which the harness's answer decides (an edit of the amount).
+``careless_target`` is the refund agent without tether's durability: a plain
 model and plain LangChain tools, the payments call made without an idempotency
 key. The harness must catch what it does wrong after crashes.
 """
@@ -9,19 +10,23 @@ key. The harness must catch what it does wrong after crashes.
 from __future__ import annotations
 
 import json
+import re
+from collections.abc import Mapping
 from dataclasses import asdict
 from pathlib import Path
 from typing import Any
 
+from langchain_core.runnables import RunnableConfig
 from langchain_core.tools import tool
 from langgraph.checkpoint.base import BaseCheckpointSaver
 from langgraph.graph import START, StateGraph
 from langgraph.prebuilt import ToolNode, tools_condition
-from langgraph.types import interrupt
+from langgraph.types import Command
 
-from tether.crashtest.target import CrashTarget
+from tether.approvals import AlreadyDecidedError, decide, resume_decided
+from tether.crashtest.target import CrashTarget, normalize_state
+from tether.demo.graph import build_demo_graph
 from tether.graphs.payments import FakePaymentsProvider
-from tether.graphs.refund import RefundDecision, RefundProposal, build_refund_graph
 from tether.graphs.refund_scenario import (
     CALLS_FILE,
     DEMO_ORDERS,
@@ -79,25 +84,87 @@ def careless_target() -> CrashTarget:
 not_a_target = 42
 
 
-def _ask_a_person(proposal: RefundProposal) -> RefundDecision:
-    answer = interrupt({"order_id": proposal.order_id, "amount_cents": proposal.amount_cents})
-    return RefundDecision(approved=bool(answer["approved"]), note=str(answer.get("note", "")))
+EDITED_CENTS = 2500
+
+
+class _ResumedByDecide:
+    """The demo's gated refund agent, resumed the way tether resumes a run that waits on a person.
+
+    The approval gate only takes a decision that :func:`tether.approvals.decide`
+    checked and stored; a bare ``Command(resume=...)`` does not approve anything.
+    So the harness's resume becomes ``decide`` (store the decision, then resume
+    the run), or ``resume_decided`` when an earlier process stored the decision
+    and was killed before its resume finished. Everything else goes to the graph.
+    """
+
+    def __init__(self, graph: Any) -> None:
+        self.graph = graph
+        self.checkpointer = graph.checkpointer
+
+    async def aget_state(self, config: RunnableConfig) -> Any:
+        return await self.graph.aget_state(config)
+
+    async def ainvoke(self, payload: Any, config: RunnableConfig, **kwargs: Any) -> Any:
+        if not isinstance(payload, Command) or not isinstance(payload.resume, dict):
+            return await self.graph.ainvoke(payload, config, **kwargs)
+        for answer in payload.resume.values():
+            try:
+                await decide(self.checkpointer, None, graph=self.graph, **answer)
+            except AlreadyDecidedError:
+                await resume_decided(self.checkpointer, answer["approval_id"], graph=self.graph)
+        return None
+
+
+def _edit_the_amount(request: dict[str, Any]) -> dict[str, Any]:
+    """What dana decides on the refund request: a smaller amount, as in ``tether demo``."""
+    return {
+        "approval_id": request["approval_id"],
+        "decision": "edit",
+        "by": "dana",
+        "args_sha256": request["args_sha256"],
+        "edited_args": {**request["args"], "amount_cents": EDITED_CENTS},
+        "reason": "partial refund agreed",
+    }
+
+
+# An approval id hashes the tool task's checkpoint namespace, whose task id comes
+# from time-based checkpoint ids: a replay raises the same id, but two separate
+# runs of the same conversation (the unkilled one, a crashed one) get different
+# ids, and so do the scripted model's call ids for prompts that quote one.
+_RUN_SPECIFIC_ID = re.compile(r"\b(?:apr_[0-9a-f]{24}|call_[0-9a-f]{12}_\d+)\b")
+
+
+def _normalize_ids(values: Mapping[str, Any]) -> Any:
+    """The usual comparison, with run-specific ids numbered in order of first appearance."""
+    text = json.dumps(normalize_state(values), sort_keys=True)
+    seen: dict[str, str] = {}
+    numbered = _RUN_SPECIFIC_ID.sub(
+        lambda m: seen.setdefault(m.group(), f"{m.group()[:4]}#{len(seen)}"), text
+    )
+    return json.loads(numbered)
 
 
 def _build_gated(checkpointer: BaseCheckpointSaver[Any], workdir: Path) -> Any:
-    return build_refund_graph(checkpointer=checkpointer, workdir=workdir, approver=_ask_a_person)
+    return _ResumedByDecide(build_demo_graph(checkpointer=checkpointer, workdir=workdir))
 
 
 def gated_target() -> CrashTarget:
-    """The refund agent with a person's sign-off (an interrupt) before the refund."""
+    """The demo's refund agent: the refund waits on a stored approval, decided by ``decide``."""
     return CrashTarget(
         build=_build_gated,
         input=refund_input(),
         effects=refund_effects,
         calls_file=CALLS_FILE,
-        answer=lambda value: {"approved": True},
+        answer=_edit_the_amount,
+        normalize=_normalize_ids,
     )
 
 
 def gated_target_without_answer() -> CrashTarget:
-    return CrashTarget(build=_build_gated, input=refund_input(), effects=refund_effects)
+    return CrashTarget(
+        build=lambda checkpointer, workdir: build_demo_graph(
+            checkpointer=checkpointer, workdir=workdir
+        ),
+        input=refund_input(),
+        effects=refund_effects,
+    )

@@ -59,13 +59,25 @@ def test_refund_agent_survives_every_boundary_on_postgres(
     assert left == (0,)
 
 
+GATED = "tests.crashtest.targets:gated_target"
+
+
 @pytest.mark.slow
-def test_refund_agent_with_a_sign_off_interrupt_on_redis(
+def test_refund_agent_with_the_approval_gate_on_sqlite(crashtest: Any, tmp_path: Path) -> None:
+    run = crashtest(GATED, f"sqlite:///{tmp_path}/crash.db")
+    _assert_all_clean(run)
+    # Kills after the decision was stored, before the edited refund ran.
+    assert "killed at tool.before:2: ok" in run.stdout
+    assert "killed at tool.after:2: ok" in run.stdout
+
+
+@pytest.mark.slow
+def test_refund_agent_with_the_approval_gate_on_redis(
     crashtest: Any, servers: dict[str, str]
 ) -> None:
     import redis
 
-    _assert_all_clean(crashtest("tests.crashtest.targets:gated_target", servers["redis"]))
+    _assert_all_clean(crashtest(GATED, servers["redis"]))
     client = redis.Redis.from_url(servers["redis"])
     try:
         assert list(client.scan_iter(match="crashtest*")) == []  # every prefix was dropped

@@ -3,16 +3,37 @@
 from __future__ import annotations
 
 import json
+from dataclasses import asdict, dataclass
+from datetime import timedelta
 from pathlib import Path
 from typing import Any
 
+import pytest
 from langchain_core.messages import AIMessage, ToolMessage
+from langchain_core.tools import BaseTool
 from langgraph.checkpoint.memory import InMemorySaver
 
 from tests.backends import Backend
-from tether.graphs import read_calls
-from tether.graphs.refund import RefundDecision, RefundProposal, build_refund_graph
+from tether.approvals import (
+    ApprovalRequest,
+    Approvers,
+    Stop,
+    decide,
+    list_approvals,
+    requires_approval,
+)
+from tether.graphs import (
+    FakePaymentsProvider,
+    ScriptedChatModel,
+    ScriptRule,
+    after_tool,
+    on_first_turn,
+    planned_call,
+    read_calls,
+)
+from tether.graphs.refund import build_refund_graph
 from tether.graphs.refund_scenario import CALLS_FILE, refund_effects, refund_input
+from tether.graphs.scripted import Conversation
 from tether.steps import read_steps
 
 
@@ -72,46 +93,118 @@ async def test_unknown_order_issues_nothing(tmp_path: Path) -> None:
     assert refund_effects(tmp_path) == {"refunds": 0, "emails": 0}
 
 
-async def test_rejected_refund_moves_no_money(tmp_path: Path) -> None:
-    seen: list[RefundProposal] = []
+def _gate(issue_refund: BaseTool, provider: FakePaymentsProvider) -> BaseTool:
+    """Every refund waits for alice; the approver sees the order as it is now."""
+    return requires_approval(
+        issue_refund,
+        approvers=Approvers(users=["alice"]),
+        why=lambda a: f"refund {a['amount_cents']} cents on {a['order_id']}",
+        expires_in=timedelta(hours=1),
+        on_expiry=Stop(),
+        observe=lambda a: {"order": asdict(provider.get_order(a["order_id"]))},
+    )
 
-    def reject(proposal: RefundProposal) -> RefundDecision:
-        seen.append(proposal)
-        return RefundDecision(approved=False, note="teapot was fine in the photo")
 
-    graph = build_refund_graph(checkpointer=InMemorySaver(), workdir=tmp_path, approver=reject)
+@dataclass
+class Paused:
+    """The gated refund agent, paused at its one refund approval."""
+
+    saver: InMemorySaver
+    graph: Any
+    world: Path
+    request: ApprovalRequest
+
+    async def decide(self, decision: str, **kw: Any) -> list[Any]:
+        await decide(
+            self.saver, "refund-1", self.request.approval_id, decision,
+            graph=self.graph, by="alice", args_sha256=self.request.args_sha256, **kw,
+        )  # fmt: skip
+        return list((await self.graph.aget_state(_config())).values["messages"])
+
+
+@pytest.fixture
+async def paused(tmp_path: Path) -> Paused:
+    saver = InMemorySaver()
+    graph = build_refund_graph(checkpointer=saver, workdir=tmp_path, gate_refund=_gate)
     out = await graph.ainvoke(refund_input(), _config())
-    assert [(p.order_id, p.amount_cents) for p in seen] == [("A-1001", 4200)]
-    assert "teapot was fine in the photo" in str(out["messages"][-1].content)
+    (pending,) = out["__interrupt__"]
+    (view,) = await list_approvals(saver)
+    assert pending.value["approval_id"] == view.request.approval_id
+    assert view.request.args == {
+        "order_id": "A-1001",
+        "amount_cents": 4200,
+        "reason": "item arrived damaged",
+    }
+    assert view.request.observations["order"]["customer_email"] == "ada@example.com"
     assert refund_effects(tmp_path) == {"refunds": 0, "emails": 0}
+    return Paused(saver, graph, tmp_path, view.request)
 
 
-async def test_approver_can_lower_the_amount(tmp_path: Path) -> None:
-    def half(proposal: RefundProposal) -> RefundDecision:
-        return RefundDecision(approved=True, amount_cents=proposal.amount_cents // 2)
+def _refund_result(messages: list[Any]) -> dict[str, Any]:
+    told = next(m for m in messages if isinstance(m, ToolMessage) and m.name == "issue_refund")
+    result: dict[str, Any] = json.loads(str(told.content))
+    return result
 
-    graph = build_refund_graph(checkpointer=InMemorySaver(), workdir=tmp_path, approver=half)
+
+async def test_rejected_refund_moves_no_money(paused: Paused) -> None:
+    messages = await paused.decide("reject", reason="teapot was fine in the photo")
+    assert _refund_result(messages)["status"] == "reject"
+    assert "teapot was fine in the photo" in str(messages[-1].content)
+    assert refund_effects(paused.world) == {"refunds": 0, "emails": 0}
+
+
+async def test_approver_can_lower_the_amount(paused: Paused) -> None:
+    messages = await paused.decide(
+        "edit", edited_args={**paused.request.args, "amount_cents": 2100}, reason="half"
+    )
+    result = _refund_result(messages)
+    assert result["amount_cents"] == 2100
+    assert "amount_cents: 4200 -> 2100" in result["approval"]["note"]
+    assert "2100 cents issued" in str(messages[-1].content)
+    assert refund_effects(paused.world) == {"refunds": 1, "emails": 1}
+
+
+async def test_approving_unchanged_runs_the_proposal(paused: Paused) -> None:
+    messages = await paused.decide("approve")
+    assert _refund_result(messages)["amount_cents"] == 4200
+    assert refund_effects(paused.world) == {"refunds": 1, "emails": 1}
+    assert len(read_calls(paused.world / CALLS_FILE)) == 4  # nothing asked twice
+
+
+def _two_refunds(messages: Conversation) -> AIMessage:
+    return AIMessage(
+        content="Refunding both orders.",
+        tool_calls=[
+            planned_call("issue_refund", {"order_id": o, "amount_cents": c, "reason": "damaged"})
+            for o, c in (("A-1001", 4200), ("A-1002", 6900))
+        ],
+    )
+
+
+async def test_parallel_refunds_are_separate_approvals(tmp_path: Path) -> None:
+    model = ScriptedChatModel(
+        rules=[
+            ScriptRule("refund_both", on_first_turn, _two_refunds),
+            ScriptRule("report", after_tool("issue_refund"), lambda m: AIMessage("done")),
+        ]
+    )
+    saver = InMemorySaver()
+    graph = build_refund_graph(checkpointer=saver, workdir=tmp_path, model=model, gate_refund=_gate)
     out = await graph.ainvoke(refund_input(), _config())
-    refund = next(
-        json.loads(str(m.content))
-        for m in out["messages"]
-        if isinstance(m, ToolMessage) and m.name == "issue_refund"
-    )
-    assert refund["amount_cents"] == 2100
-    issue = next(
-        m
-        for m in out["messages"]
-        if isinstance(m, AIMessage) and m.tool_calls and m.tool_calls[0]["name"] == "issue_refund"
-    )
-    assert issue.tool_calls[0]["args"]["amount_cents"] == 2100
-    assert refund_effects(tmp_path) == {"refunds": 1, "emails": 1}
-
-
-async def test_approving_unchanged_runs_the_proposal(tmp_path: Path) -> None:
-    graph = build_refund_graph(
-        checkpointer=InMemorySaver(),
-        workdir=tmp_path,
-        approver=lambda p: RefundDecision(approved=True),
-    )
-    await graph.ainvoke(refund_input(), _config())
-    assert refund_effects(tmp_path) == {"refunds": 1, "emails": 1}
+    assert len(out["__interrupt__"]) == 2
+    views = {v.request.args["order_id"]: v.request for v in await list_approvals(saver)}
+    assert sorted(views) == ["A-1001", "A-1002"]
+    first = views["A-1002"]
+    result = await decide(
+        saver, "refund-1", first.approval_id, "approve",
+        graph=graph, by="alice", args_sha256=first.args_sha256,
+    )  # fmt: skip
+    assert [p["approval_id"] for p in result.pending] == [views["A-1001"].approval_id]
+    assert refund_effects(tmp_path) == {"refunds": 1, "emails": 0}
+    other = views["A-1001"]
+    result = await decide(
+        saver, "refund-1", other.approval_id, "reject",
+        graph=graph, by="alice", args_sha256=other.args_sha256, reason="not damaged",
+    )  # fmt: skip
+    assert result.finished
+    assert refund_effects(tmp_path) == {"refunds": 1, "emails": 0}

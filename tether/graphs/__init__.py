@@ -15,9 +15,7 @@ from tether.graphs.payments import (
     PaymentCounts,
 )
 from tether.graphs.refund import (
-    RefundApprover,
-    RefundDecision,
-    RefundProposal,
+    RefundGate,
     build_refund_graph,
     refund_tools,
 )
@@ -38,9 +36,7 @@ __all__ = [
     "FakePaymentsProvider",
     "FakeRefund",
     "PaymentCounts",
-    "RefundApprover",
-    "RefundDecision",
-    "RefundProposal",
+    "RefundGate",
     "ScriptError",
     "ScriptRule",
     "ScriptedCall",

@@ -3,9 +3,8 @@
 A customer asks for a refund. The agent looks the order up, proposes a refund,
 issues it through the payments tool, and emails the customer::
 
-    agent ──(tool call)──> tools ──> agent ... ──(no tool call)──> END
-      └──(issue_refund)──> approve_refund ──> tools
-                                └──(rejected)──> agent
+    agent ──(one Send per tool call)──> tools ──> agent ... ──(no tool call)──> END
+                                          └──(approval expired, policy Stop)──> END
 
 * The model is recorded (:func:`tether.steps.recorded`): after a crash its
   answers are replayed, never asked again.
@@ -14,9 +13,13 @@ issues it through the payments tool, and emails the customer::
 * ``send_email`` cannot take a key, so it runs under an intent record; after a
   crash between claiming and committing, its reconcile hook reads the outbox
   back and reports the email that was already sent instead of sending another.
-* ``approve_refund`` is where a person signs off before money moves. With
-  ``approver=None`` no sign-off is configured and the node passes the proposal
-  through unchanged: that is the caller's explicit choice, not an approval.
+* ``gate_refund`` is where a person signs off before money moves: it wraps
+  ``issue_refund``, normally with :func:`tether.approvals.requires_approval`,
+  so a refund waits on a stored approval request that is decided with
+  :func:`tether.approvals.decide` (approve, edit the amount, or reject). Each
+  tool call runs as its own task, so parallel refunds are separate requests.
+  With ``gate_refund=None`` refunds are issued without sign-off: that is the
+  caller's explicit choice, not an approval.
 
 The outside world is a :class:`FakePaymentsProvider` in ``workdir``, and the
 model is a :class:`ScriptedChatModel` logging its calls to
@@ -28,18 +31,19 @@ from __future__ import annotations
 
 import json
 from collections.abc import Callable, Sequence
-from dataclasses import asdict, dataclass
+from dataclasses import asdict
 from pathlib import Path
 from typing import Any
 
 from langchain_core.language_models import BaseChatModel
-from langchain_core.messages import AIMessage, SystemMessage, ToolMessage
+from langchain_core.messages import AIMessage, SystemMessage
 from langchain_core.tools import BaseTool
 from langgraph.checkpoint.base import BaseCheckpointSaver
 from langgraph.graph import END, START, StateGraph
 from langgraph.prebuilt import ToolNode
-from langgraph.types import Command
+from langgraph.types import Send
 
+from tether.approvals import stopped_by_expiry
 from tether.graphs.payments import FakeOrder, FakePaymentsError, FakePaymentsProvider
 from tether.graphs.refund_scenario import (
     CALLS_FILE,
@@ -54,9 +58,7 @@ from tether.graphs.scripted import ScriptedChatModel
 from tether.steps import ReconcileResult, durable_tool, recorded
 
 __all__ = [
-    "RefundApprover",
-    "RefundDecision",
-    "RefundProposal",
+    "RefundGate",
     "build_refund_graph",
     "crash_target",
     "refund_tools",
@@ -69,26 +71,9 @@ SYSTEM_PROMPT = (
 PROMPT_VERSION = "refund-v1"
 
 
-@dataclass(frozen=True)
-class RefundProposal:
-    """A refund the model wants to issue, as shown to whoever approves it."""
-
-    order_id: str
-    amount_cents: int
-    reason: str
-    tool_call_id: str
-
-
-@dataclass(frozen=True)
-class RefundDecision:
-    """An approver's answer: approve (possibly a smaller amount) or reject with a note."""
-
-    approved: bool
-    amount_cents: int | None = None
-    note: str = ""
-
-
-RefundApprover = Callable[[RefundProposal], RefundDecision]
+RefundGate = Callable[[BaseTool, FakePaymentsProvider], BaseTool]
+"""Wraps the ``issue_refund`` tool (given the payments provider, to read orders
+for the approver) in an approval gate, e.g. with :func:`tether.approvals.requires_approval`."""
 
 
 def refund_tools(provider: FakePaymentsProvider) -> list[BaseTool]:
@@ -125,69 +110,22 @@ def refund_tools(provider: FakePaymentsProvider) -> list[BaseTool]:
     ]
 
 
-class _ApproveRefund:
-    """The sign-off node: asks ``approver`` about each proposed refund before it runs."""
-
-    def __init__(self, approver: RefundApprover | None) -> None:
-        self.approver = approver
-
-    def __call__(self, state: RefundState) -> Any:
-        approver = self.approver
-        if approver is None:
-            # No sign-off configured: the proposal goes ahead as the model made it.
-            return Command(goto="tools")
-        message = state["messages"][-1]
-        assert isinstance(message, AIMessage)  # routed here only after a refund call
-        calls, rejected = [], []
-        for call in message.tool_calls:
-            if call["name"] != "issue_refund":
-                calls.append(call)
-                continue
-            args = call["args"]
-            decision = approver(
-                RefundProposal(
-                    args["order_id"], args["amount_cents"], args["reason"], str(call["id"])
-                )
-            )
-            if not decision.approved:
-                rejected.append(
-                    ToolMessage(
-                        json.dumps({"rejected": True, "reason": decision.note or "not approved"}),
-                        tool_call_id=call["id"],
-                        name="issue_refund",
-                    )
-                )
-                calls.append(call)
-            elif decision.amount_cents not in (None, args["amount_cents"]):
-                calls.append({**call, "args": {**args, "amount_cents": decision.amount_cents}})
-            else:
-                calls.append(call)
-        if rejected:
-            # Nothing in this turn runs once its refund is refused; the model is told why.
-            skipped = [
-                ToolMessage(
-                    json.dumps({"skipped": "refund in the same turn rejected"}),
-                    tool_call_id=c["id"],
-                    name=c["name"],
-                )
-                for c in calls
-                if c["id"] not in {m.tool_call_id for m in rejected}
-            ]
-            return Command(goto="agent", update={"messages": rejected + skipped})
-        if calls == message.tool_calls:
-            return Command(goto="tools")
-        # An approver's edit replaces the proposal (same message id) before it runs.
-        edited = message.model_copy(update={"tool_calls": calls})
-        return Command(goto="tools", update={"messages": [edited]})
-
-
-def _route_agent(state: RefundState) -> str:
+def _route_agent(state: RefundState) -> Any:
     last = state["messages"][-1]
     if not isinstance(last, AIMessage) or not last.tool_calls:
         return END
-    if any(call["name"] == "issue_refund" for call in last.tool_calls):
-        return "approve_refund"
-    return "tools"
+    # One task per tool call: each gated call pauses on its own interrupt and is
+    # decided on its own, even when the model asks for several in one turn.
+    return [
+        Send("tools", {"__type": "tool_call_with_context", "tool_call": call, "state": state})
+        for call in last.tool_calls
+    ]
+
+
+def _route_tools(state: RefundState) -> str:
+    # An approval that expired under a Stop policy ends the run: the model is not
+    # asked again about an action nobody approved in time.
+    return END if stopped_by_expiry(state["messages"]) else "agent"
 
 
 def build_refund_graph(
@@ -195,7 +133,7 @@ def build_refund_graph(
     checkpointer: BaseCheckpointSaver[Any],
     workdir: str | Path,
     model: BaseChatModel | None = None,
-    approver: RefundApprover | None = None,
+    gate_refund: RefundGate | None = None,
     orders: Sequence[FakeOrder] = DEMO_ORDERS,
 ) -> Any:
     """Build and compile the refund agent.
@@ -205,18 +143,20 @@ def build_refund_graph(
         workdir: Holds the fake payments database and the scripted model's calls log.
         model: The chat model; a :class:`ScriptedChatModel` following the refund
             script by default.
-        approver: Decides each proposed refund before it is issued; ``None``
-            issues refunds without sign-off.
+        gate_refund: Wraps ``issue_refund`` in an approval gate, given the tool
+            and the payments provider; ``None`` issues refunds without sign-off.
         orders: Orders the fake shop knows (created or replaced at build time).
 
     Returns:
         The compiled graph; its input is ``{"messages": [...]}``.
     """
     workdir = Path(workdir)
+    workdir.mkdir(parents=True, exist_ok=True)
     provider = FakePaymentsProvider(workdir / PAYMENTS_FILE)
     for order in orders:
         provider.add_order(order)
-    tools = refund_tools(provider)
+    lookup, issue, email = refund_tools(provider)
+    tools = [lookup, issue if gate_refund is None else gate_refund(issue, provider), email]
     if model is None:
         model = ScriptedChatModel(rules=refund_script(), calls_file=str(workdir / CALLS_FILE))
     chat = recorded(model, prompt_version=PROMPT_VERSION).bind_tools(tools)
@@ -227,11 +167,10 @@ def build_refund_graph(
 
     graph = StateGraph(RefundState)
     graph.add_node("agent", agent)
-    graph.add_node("approve_refund", _ApproveRefund(approver), destinations=("tools", "agent"))
     graph.add_node("tools", ToolNode(tools))
     graph.add_edge(START, "agent")
-    graph.add_conditional_edges("agent", _route_agent, ["approve_refund", "tools", END])
-    graph.add_edge("tools", "agent")
+    graph.add_conditional_edges("agent", _route_agent, ["tools", END])
+    graph.add_conditional_edges("tools", _route_tools, ["agent", END])
     return graph.compile(checkpointer=checkpointer)
 
 
