@@ -5,7 +5,6 @@ from __future__ import annotations
 import hashlib
 import importlib
 import json
-import weakref
 from collections.abc import Mapping, Sequence
 from typing import Any
 
@@ -14,24 +13,9 @@ from langchain_core.prompt_values import PromptValue
 from pydantic import BaseModel
 
 from tether.steps.errors import StepsError
+from tether.steps.hashing import conversation_hash, dumps, message_fields
 
-__all__ = ["canonical_hash", "decode_output", "encode_output", "message_fields"]
-
-# The parts of a message that make up what a model was asked; ids and provider
-# metadata are left out because they may differ between equal conversations.
-_MESSAGE_KEYS = ("content", "tool_calls", "tool_call_id", "name")
-
-
-def message_fields(message: BaseMessage) -> dict[str, Any]:
-    """The content-bearing fields of ``message``, for hashing."""
-    fields: dict[str, Any] = {"type": message.type}
-    for key in _MESSAGE_KEYS:
-        value = getattr(message, key, None)
-        if value:
-            if key == "tool_calls":
-                value = [{"name": c["name"], "args": c["args"], "id": c.get("id")} for c in value]
-            fields[key] = value
-    return fields
+__all__ = ["canonical_hash", "decode_output", "encode_output"]
 
 
 def _plain(value: Any) -> Any:
@@ -56,35 +40,9 @@ def _plain(value: Any) -> Any:
 
 def canonical_hash(value: Any) -> str:
     """A SHA-256 of ``value`` in canonical JSON (sorted keys, messages by content)."""
-    if isinstance(value, list | tuple) and all(isinstance(v, BaseMessage) for v in value):
-        # The common case, a conversation: each message is encoded once per process.
-        text = "[" + ",".join(_message_json(m) for m in value) + "]"
-    else:
-        text = _dumps(_plain(value))
-    return hashlib.sha256(text.encode()).hexdigest()
-
-
-def _dumps(plain: Any) -> str:
-    return json.dumps(plain, sort_keys=True, separators=(",", ":"), default=repr)
-
-
-# id(message) -> (weak reference, the content it had, its canonical JSON). Entries
-# leave when the message is freed; a message whose content was replaced is re-encoded.
-_encoded: dict[int, tuple[weakref.ref[BaseMessage], Any, str]] = {}
-
-
-def _message_json(message: BaseMessage) -> str:
-    key = id(message)
-    entry = _encoded.get(key)
-    if entry is not None and entry[0]() is message and entry[1] is message.content:
-        return entry[2]
-    text = _dumps(message_fields(message))
-    try:
-        ref = weakref.ref(message, lambda _, key=key: _encoded.pop(key, None))  # type: ignore[misc]
-    except TypeError:  # not weakly referenceable: do not cache
-        return text
-    _encoded[key] = (ref, message.content, text)
-    return text
+    if isinstance(value, list | tuple) and value and all(isinstance(v, BaseMessage) for v in value):
+        return conversation_hash(value)
+    return hashlib.sha256(dumps(_plain(value)).encode()).hexdigest()
 
 
 def encode_output(value: Any) -> dict[str, Any]:

@@ -26,8 +26,8 @@ _lock = threading.Lock()
 async def wait_for_parent_checkpoint(scope: NodeScope) -> None:
     """Return once the checkpoint the task runs from is stored (``async`` durability)."""
     checkpoint_id = scope.parent_checkpoint_id
-    if scope.durability != "async" or not checkpoint_id:
-        return
+    if scope.durability != "async" or not checkpoint_id or not scope.store.durable:
+        return  # (in memory, nothing survives a crash to be replayed)
     slot = (id(scope.checkpointer), scope.thread_id, scope.graph_ns, checkpoint_id)
     with _lock:
         if slot in _seen:

@@ -19,6 +19,7 @@ class MemoryDriver:
     """
 
     loop: asyncio.AbstractEventLoop | None = None
+    durable = False  # nothing outlives the process
 
     def __init__(self) -> None:
         self._lock = threading.Lock()

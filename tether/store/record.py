@@ -143,6 +143,11 @@ class RecordStore:
         self.sync = SyncRecordStore(self)
 
     @property
+    def durable(self) -> bool:
+        """Whether records outlive this process (all backends but ``memory://``)."""
+        return bool(getattr(self._driver, "durable", True))
+
+    @property
     def encrypted(self) -> bool:
         """Whether values are stored encrypted."""
         return self._cipher is not None

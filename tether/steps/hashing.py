@@ -1,0 +1,104 @@
+"""Input hashes of conversations, computed incrementally.
+
+A recorded model call hashes its whole input. In an agent loop the input is the
+previous call's input plus a few new messages, so hashing it from scratch each
+time costs O(n) per call, O(n^2) per run. Here each message is encoded once
+per process, and the hash state after a conversation is kept, so the next call
+hashes only what was appended. The result is exactly the SHA-256 of the
+conversation's canonical JSON; caching never changes it.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import threading
+import weakref
+from collections import OrderedDict
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from langchain_core.messages import BaseMessage
+
+__all__ = ["conversation_hash", "dumps", "message_fields"]
+
+# The parts of a message that make up what a model was asked; ids and provider
+# metadata are left out because they may differ between equal conversations.
+_MESSAGE_KEYS = ("content", "tool_calls", "tool_call_id", "name")
+_LOOKBACK = 8  # how many trailing messages may be new since a cached prefix
+_MAX_PREFIXES = 64
+
+
+def message_fields(message: BaseMessage) -> dict[str, Any]:
+    """The content-bearing fields of ``message``, for hashing."""
+    fields: dict[str, Any] = {"type": message.type}
+    for key in _MESSAGE_KEYS:
+        value = getattr(message, key, None)
+        if value:
+            if key == "tool_calls":
+                value = [{"name": c["name"], "args": c["args"], "id": c.get("id")} for c in value]
+            fields[key] = value
+    return fields
+
+
+def dumps(plain: Any) -> str:
+    """Canonical JSON: sorted keys, no spaces."""
+    return json.dumps(plain, sort_keys=True, separators=(",", ":"), default=repr)
+
+
+@dataclass
+class _Prefix:
+    """A hashed conversation: its messages (weakly), their contents, the hash state."""
+
+    refs: list[weakref.ref[BaseMessage]]
+    contents: list[Any]
+    state: Any  # hashlib object after "[" + m1 + "," + ... + mn
+
+    def matches(self, messages: Sequence[BaseMessage]) -> bool:
+        return all(
+            ref() is m and content is m.content
+            for ref, content, m in zip(self.refs, self.contents, messages, strict=False)
+        )
+
+
+# Keyed by id() of the last message of the cached conversation.
+_prefixes: OrderedDict[int, _Prefix] = OrderedDict()
+_lock = threading.Lock()
+
+
+def _longest_prefix(messages: Sequence[BaseMessage]) -> _Prefix | None:
+    for end in range(len(messages), max(len(messages) - _LOOKBACK, 0), -1):
+        entry = _prefixes.get(id(messages[end - 1]))
+        if entry is not None and len(entry.refs) == end and entry.matches(messages):
+            return entry
+    return None
+
+
+def conversation_hash(messages: Sequence[BaseMessage]) -> str:
+    """SHA-256 of ``"[" + ",".join(canonical JSON of each message) + "]"``."""
+    with _lock:
+        prefix = _longest_prefix(messages)
+        if prefix is not None:
+            _prefixes.pop(id(messages[len(prefix.refs) - 1]), None)  # superseded below
+    if prefix is None:
+        state, refs, contents, start = hashlib.sha256(b"["), [], [], 0
+    else:
+        state, refs, contents = prefix.state.copy(), list(prefix.refs), list(prefix.contents)
+        start = len(refs)
+    for i in range(start, len(messages)):
+        message = messages[i]
+        state.update((b"," if i else b"") + dumps(message_fields(message)).encode())
+        try:
+            refs.append(weakref.ref(message))
+        except TypeError:  # not weakly referenceable: hash it, keep no prefix
+            refs = []
+        contents.append(message.content)
+    digest = state.copy()
+    digest.update(b"]")
+    if refs and len(refs) == len(messages):
+        with _lock:
+            _prefixes[id(messages[-1])] = _Prefix(refs, contents, state)
+            while len(_prefixes) > _MAX_PREFIXES:
+                _prefixes.popitem(last=False)
+    return digest.hexdigest()
