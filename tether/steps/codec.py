@@ -38,9 +38,13 @@ def _plain(value: Any) -> Any:
     return plain
 
 
+def _is_message(value: Any) -> bool:
+    return isinstance(value, BaseMessage)
+
+
 def canonical_hash(value: Any) -> str:
     """A SHA-256 of ``value`` in canonical JSON (sorted keys, messages by content)."""
-    if isinstance(value, list | tuple) and value and all(isinstance(v, BaseMessage) for v in value):
+    if isinstance(value, list | tuple) and value and all(map(_is_message, value)):
         return conversation_hash(value)
     return hashlib.sha256(dumps(_plain(value)).encode()).hexdigest()
 

@@ -2,10 +2,11 @@
 
 A recorded model call hashes its whole input. In an agent loop the input is the
 previous call's input plus a few new messages, so hashing it from scratch each
-time costs O(n) per call, O(n^2) per run. Here each message is encoded once
-per process, and the hash state after a conversation is kept, so the next call
-hashes only what was appended. The result is exactly the SHA-256 of the
-conversation's canonical JSON; caching never changes it.
+time costs O(n) per call, O(n^2) per run. Here the hash state after a
+conversation is kept, so the next call encodes and hashes only what was
+appended (after checking the rest is the same objects with the same
+contents). The result is exactly the SHA-256 of the conversation's canonical
+JSON; caching never changes it.
 """
 
 from __future__ import annotations
@@ -13,10 +14,10 @@ from __future__ import annotations
 import hashlib
 import json
 import threading
-import weakref
 from collections import OrderedDict
 from collections.abc import Sequence
 from dataclasses import dataclass
+from operator import attrgetter
 from typing import Any
 
 from langchain_core.messages import BaseMessage
@@ -27,7 +28,7 @@ __all__ = ["conversation_hash", "dumps", "message_fields"]
 # metadata are left out because they may differ between equal conversations.
 _MESSAGE_KEYS = ("content", "tool_calls", "tool_call_id", "name")
 _LOOKBACK = 8  # how many trailing messages may be new since a cached prefix
-_MAX_PREFIXES = 64
+_MAX_PREFIXES = 16  # each holds its messages alive
 
 
 def message_fields(message: BaseMessage) -> dict[str, Any]:
@@ -49,19 +50,24 @@ def dumps(plain: Any) -> str:
 
 @dataclass
 class _Prefix:
-    """A hashed conversation: its messages (weakly), their contents, the hash state."""
+    """A hashed conversation and the hash state after it.
 
-    refs: list[weakref.ref[BaseMessage]]
-    contents: list[Any]
+    It holds its messages, so their ids cannot be reused while it lives: equal
+    ids then mean the same objects, compared at C speed.
+    """
+
+    messages: tuple[BaseMessage, ...]
+    ids: tuple[int, ...]
+    contents: tuple[Any, ...]
     state: Any  # hashlib object after "[" + m1 + "," + ... + mn
 
     def matches(self, messages: Sequence[BaseMessage]) -> bool:
-        return all(
-            ref() is m and content is m.content
-            for ref, content, m in zip(self.refs, self.contents, messages, strict=False)
-        )
+        n = len(self.ids)
+        head = messages[:n]
+        return tuple(map(id, head)) == self.ids and tuple(map(_content, head)) == self.contents
 
 
+_content = attrgetter("content")
 # Keyed by id() of the last message of the cached conversation.
 _prefixes: OrderedDict[int, _Prefix] = OrderedDict()
 _lock = threading.Lock()
@@ -70,7 +76,7 @@ _lock = threading.Lock()
 def _longest_prefix(messages: Sequence[BaseMessage]) -> _Prefix | None:
     for end in range(len(messages), max(len(messages) - _LOOKBACK, 0), -1):
         entry = _prefixes.get(id(messages[end - 1]))
-        if entry is not None and len(entry.refs) == end and entry.matches(messages):
+        if entry is not None and len(entry.ids) == end and entry.matches(messages):
             return entry
     return None
 
@@ -80,25 +86,20 @@ def conversation_hash(messages: Sequence[BaseMessage]) -> str:
     with _lock:
         prefix = _longest_prefix(messages)
         if prefix is not None:
-            _prefixes.pop(id(messages[len(prefix.refs) - 1]), None)  # superseded below
+            _prefixes.pop(id(messages[len(prefix.ids) - 1]), None)  # superseded below
     if prefix is None:
-        state, refs, contents, start = hashlib.sha256(b"["), [], [], 0
+        state, start = hashlib.sha256(b"["), 0
     else:
-        state, refs, contents = prefix.state.copy(), list(prefix.refs), list(prefix.contents)
-        start = len(refs)
+        state, start = prefix.state.copy(), len(prefix.ids)
     for i in range(start, len(messages)):
-        message = messages[i]
-        state.update((b"," if i else b"") + dumps(message_fields(message)).encode())
-        try:
-            refs.append(weakref.ref(message))
-        except TypeError:  # not weakly referenceable: hash it, keep no prefix
-            refs = []
-        contents.append(message.content)
+        state.update((b"," if i else b"") + dumps(message_fields(messages[i])).encode())
     digest = state.copy()
     digest.update(b"]")
-    if refs and len(refs) == len(messages):
-        with _lock:
-            _prefixes[id(messages[-1])] = _Prefix(refs, contents, state)
-            while len(_prefixes) > _MAX_PREFIXES:
-                _prefixes.popitem(last=False)
+    whole = tuple(messages)
+    with _lock:
+        _prefixes[id(whole[-1])] = _Prefix(
+            whole, tuple(map(id, whole)), tuple(map(_content, whole)), state
+        )
+        while len(_prefixes) > _MAX_PREFIXES:
+            _prefixes.popitem(last=False)
     return digest.hexdigest()
