@@ -8,7 +8,8 @@ that tether's run wraps the model with ``recorded`` and the tool with
 ``durable_tool``, so every answer and result is also written to the record store
 and the step log before the node continues.
 
-Each variant runs ``--repeat`` times, alternating; the medians are compared.
+Each variant runs ``--repeat`` times, alternating; medians and best runs are compared
+(the best run is the least disturbed by other work on the machine).
 
 Usage: ``python bench/step_overhead.py [--steps 100] [--repeat 5]``.
 """
@@ -125,8 +126,9 @@ async def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--steps", type=int, default=100)
     parser.add_argument("--repeat", type=int, default=5)
-    parser.add_argument("--url", default=None,
-                        help="checkpointer URL (default: a fresh SQLite file per run)")
+    parser.add_argument(
+        "--url", default=None, help="checkpointer URL (default: a fresh SQLite file per run)"
+    )
     args = parser.parse_args()
     timings: dict[str, list[float]] = {"langgraph": [], "tether": []}
     with tempfile.TemporaryDirectory() as tmp:
@@ -135,13 +137,15 @@ async def main() -> None:
             for variant in ("langgraph", "tether"):
                 db = Path(tmp) / f"{variant}-{i}.db"
                 timings[variant].append(await one_run(variant, args.steps, db, args.url))
-    bare = statistics.median(timings["langgraph"]) * 1000
-    ours = statistics.median(timings["tether"]) * 1000
     where = args.url.split(":", 1)[0] if args.url else "sqlite"
     print(f"{args.steps} steps x {args.repeat} runs, {where}, durability=sync")
-    print(f"{'bare LangGraph':<22}{bare:>8.2f} ms/step")
-    print(f"{'tether (recorded)':<22}{ours:>8.2f} ms/step")
-    print(f"overhead ratio: {ours / bare:.2f}x (goal <= 1.10)")
+    print(f"{'':<22}{'median':>10}{'best':>10}")
+    for label, variant in (("bare LangGraph", "langgraph"), ("tether (recorded)", "tether")):
+        runs = timings[variant]
+        print(f"{label:<22}{statistics.median(runs) * 1000:>7.2f} ms{min(runs) * 1000:>7.2f} ms")
+    median = statistics.median(timings["tether"]) / statistics.median(timings["langgraph"])
+    best = min(timings["tether"]) / min(timings["langgraph"])
+    print(f"overhead ratio: {median:.2f}x median, {best:.2f}x best (goal <= 1.10)")
 
 
 if __name__ == "__main__":
