@@ -156,7 +156,7 @@ def langgraph_agent(state_type: type, steps: int, saver: Any) -> Any:
     async def agent(state: Any) -> dict[str, Any]:
         return {"messages": [await model.ainvoke(state["messages"])]}
 
-    builder = StateGraph(state_type)
+    builder: StateGraph[Any, Any, Any, Any] = StateGraph(state_type)
     builder.add_node("agent", agent)
     builder.add_node("tools", ToolNode([fetch]))
     builder.add_edge(START, "agent")
