@@ -108,3 +108,19 @@ async def test_a_resume_does_not_get_a_fresh_budget(
     assert request["spent"]["tokens"] == 30  # 20 before the pause, 10 after it
     assert request["limits"]["max_tokens"] == 25  # the code's new Budget did not reset it
     assert count_calls(tmp_path / "calls") == 3
+
+
+async def test_forks_naming_the_same_root_share_one_budget(
+    backend: Backend, tmp_path: Path
+) -> None:
+    async with backend.open() as saver:
+        graph = looping_agent(tmp_path, saver, Budget(max_tokens=25, on_exceed="stop"))
+        root: Any = {"configurable": {"thread_id": "main", "tether_root_thread_id": "main"}}
+        fork: Any = {"configurable": {"thread_id": "fork", "tether_root_thread_id": "main"}}
+        with pytest.raises(BudgetExceededError):
+            await graph.ainvoke({"messages": [HumanMessage("go")]}, root)
+        # The fork starts over, but on the run's budget, which is already spent.
+        with pytest.raises(BudgetExceededError) as info:
+            await graph.ainvoke({"messages": [HumanMessage("go")]}, fork)
+    assert info.value.spent["tokens"] == 30
+    assert count_calls(tmp_path / "calls") == 3

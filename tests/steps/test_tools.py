@@ -149,3 +149,57 @@ def test_bad_tool_definitions_are_refused() -> None:
     refund = keyed_refund([])
     with pytest.raises(TypeError, match="already durable"):
         durable_tool(refund)
+
+
+async def test_changed_args_for_a_recorded_tool_call_raise(backend: Backend) -> None:
+    from tether.steps import NonDeterminismError
+
+    refund = keyed_refund([])
+    amount = {"value": 5}
+
+    async def node(state: State) -> dict[str, Any]:
+        call = {
+            "name": "refund",
+            "args": {"order": "A1", "amount": amount["value"]},
+            "id": "call_1",
+            "type": "tool_call",
+        }
+        message = await refund.ainvoke(call)
+        interrupt("approve?")
+        return {"messages": [message]}
+
+    async with backend.open() as saver:
+        graph = one_node(node, saver)
+        await graph.ainvoke({"messages": [HumanMessage("go")]}, CONFIG)
+        amount["value"] = 500
+        with pytest.raises(NonDeterminismError, match="non-deterministic tool call") as info:
+            await graph.ainvoke(Command(resume="ok"), CONFIG)
+    assert "call_1" in info.value.step
+
+
+def test_async_reconcile_hook_needs_async_invocation(tmp_path: Path) -> None:
+    from tether import open_checkpointer_sync
+    from tether.steps import StepsError
+
+    async def reconcile(args: dict[str, Any], key: str) -> None:
+        return None
+
+    crashed = {"once": False}
+
+    @durable_tool(reconcile=reconcile)
+    def send(to: str) -> str:
+        """Send a message."""
+        if not crashed["once"]:
+            crashed["once"] = True
+            raise KeyboardInterrupt  # leaves the claim without a commit, like a crash
+        return "sent"
+
+    def node(state: State) -> dict[str, Any]:
+        return {"messages": [HumanMessage(send.invoke({"to": "ann"}))]}
+
+    with open_checkpointer_sync(f"sqlite:///{tmp_path / 'db.sqlite'}") as saver:
+        graph = one_node(node, saver)
+        with pytest.raises(KeyboardInterrupt):
+            graph.invoke({"messages": [HumanMessage("go")]}, CONFIG)
+        with pytest.raises(StepsError, match="async reconcile hook"):
+            graph.invoke(None, CONFIG)

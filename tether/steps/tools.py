@@ -248,6 +248,8 @@ class DurableTool(BaseTool):
         if action == "reconcile":
             found = self.reconcile(dict(call.args), call.idempotency_key)
             if inspect.isawaitable(found):
+                if inspect.iscoroutine(found):
+                    found.close()  # never run: a sync node cannot await it
                 raise StepsError(
                     f"tool {self.name!r} has an async reconcile hook; call it "
                     "with ainvoke (async graphs) or make the hook sync"
