@@ -21,7 +21,7 @@ T = TypeVar("T")
 
 _SCHEMA = """
 CREATE TABLE IF NOT EXISTS tether_records (
-    seq INTEGER PRIMARY KEY AUTOINCREMENT,
+    seq INTEGER PRIMARY KEY,  -- the rowid: increasing, so ORDER BY seq is insertion order
     kind TEXT NOT NULL,
     key TEXT NOT NULL,
     thread_id TEXT NOT NULL,
