@@ -1,7 +1,30 @@
-"""tether: a durable runtime for long-running LangGraph agents."""
+"""tether: a durable runtime for long-running LangGraph agents.
+
+The public API is listed in ``__all__`` below and locked by
+``tests/test_exported_members.py``; everything else is reachable through the
+subpackages (``tether.checkpointing``, ``tether.steps``, ``tether.approvals``,
+``tether.graphs``, ``tether.crashtest``) but may change without notice.
+"""
 
 from tether._version import __version__
+from tether.approvals import (
+    ApprovalError,
+    Approvers,
+    Escalate,
+    SafeAlternative,
+    Stop,
+    arequest_approval,
+    decide,
+    decide_sync,
+    expire_due,
+    expire_due_sync,
+    request_approval,
+    requires_approval,
+)
 from tether.checkpointing import open_checkpointer, open_checkpointer_sync
+from tether.checkpointing.encryption import EncryptionError, KeyRing
+from tether.checkpointing.rotation import rotate_keys
+from tether.crashtest import CrashTarget, run_crashtest
 from tether.errors import (
     BackendUnavailableError,
     ConfigurationError,
@@ -9,14 +32,67 @@ from tether.errors import (
     MissingRedisModuleError,
     TetherError,
 )
+from tether.graphs import ScriptedChatModel
+from tether.steps import (
+    Budget,
+    BudgetExceededError,
+    ContextBuilder,
+    NonDeterminismError,
+    Price,
+    ReconcileResult,
+    Step,
+    ToolOutcomeUnknownError,
+    VersionMismatchError,
+    durable_tool,
+    pin_versions,
+    read_steps,
+    read_steps_sync,
+    recorded,
+    transcript_channel,
+    with_budget,
+)
 
 __all__ = [
+    "ApprovalError",
+    "Approvers",
     "BackendUnavailableError",
+    "Budget",
+    "BudgetExceededError",
     "ConfigurationError",
+    "ContextBuilder",
+    "CrashTarget",
+    "EncryptionError",
+    "Escalate",
+    "KeyRing",
     "MissingDependencyError",
     "MissingRedisModuleError",
+    "NonDeterminismError",
+    "Price",
+    "ReconcileResult",
+    "SafeAlternative",
+    "ScriptedChatModel",
+    "Step",
+    "Stop",
     "TetherError",
+    "ToolOutcomeUnknownError",
+    "VersionMismatchError",
     "__version__",
+    "arequest_approval",
+    "decide",
+    "decide_sync",
+    "durable_tool",
+    "expire_due",
+    "expire_due_sync",
     "open_checkpointer",
     "open_checkpointer_sync",
+    "pin_versions",
+    "read_steps",
+    "read_steps_sync",
+    "recorded",
+    "request_approval",
+    "requires_approval",
+    "rotate_keys",
+    "run_crashtest",
+    "transcript_channel",
+    "with_budget",
 ]

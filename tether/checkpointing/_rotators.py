@@ -7,7 +7,6 @@ place, in one transaction where the backend has them; see ``rotation.py``.
 from __future__ import annotations
 
 import base64
-import contextlib
 import importlib
 import json
 from dataclasses import dataclass
@@ -20,10 +19,6 @@ from tether.checkpointing.encrypted import (
     write_aad,
 )
 from tether.checkpointing.encryption import KeyRing
-
-with contextlib.suppress(ImportError):  # only for Redis; without its extra there is no
-    # Redis saver to rotate
-    from langgraph.checkpoint.redis.util import from_storage_safe_id, from_storage_safe_str
 
 if TYPE_CHECKING:
     from tether.checkpointing.rotation import RotationReport
@@ -300,6 +295,8 @@ class _Redis(_Rotator):
 
     async def threads(self) -> list[str]:
         """Every thread's checkpoint and write document keys, found by SCAN."""
+        from langgraph.checkpoint.redis.util import from_storage_safe_id
+
         client, saver = self.saver._redis, self.saver
         found: dict[str, list[str]] = {}
         patterns = (f"{saver._checkpoint_prefix}:*", f"{saver._checkpoint_write_prefix}:*")
@@ -319,6 +316,9 @@ class _Redis(_Rotator):
         return sorted(found)
 
     async def rewrite(self, one: ThreadPass) -> None:
+        # Imported here: only a Redis saver (which needs the extra) is ever rotated by this.
+        from langgraph.checkpoint.redis.util import from_storage_safe_id, from_storage_safe_str
+
         keys = self.keys.get(one.thread_id, [])
         client = self.saver._redis
         docs = await client.json().mget(keys, "$") if keys else []
