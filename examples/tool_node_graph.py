@@ -7,18 +7,11 @@ same three changes as for ``create_agent``, marked ``# tether (1/3)`` to
 ``(3/3)``: a ``recorded`` model, ``durable_tool`` tools, and a checkpointer from
 ``open_checkpointer``. The graph itself does not change.
 
-The model is a scripted stand-in (``scripted_support_model`` in
-``support_desk.py``: no network, same answers every run).
-
-Try a crash: the first command dies (SIGKILL) right after the refund's result
-is recorded; the second resumes in a fresh process, replays the refund instead
-of requesting it again, and asks the model only for the final answer.
+It runs, crashes and resumes exactly like ``adopt_create_agent.py`` (see
+``examples/README.md``):
 
     python examples/tool_node_graph.py --crash
     python examples/tool_node_graph.py
-
-Files (``support.db``, ``payments.db``, ``model_calls.log``) go to the current
-directory; delete them to start over.
 """
 
 from __future__ import annotations
