@@ -39,8 +39,7 @@ from support_desk import (
     scripted_support_model,
 )
 
-from tether import open_checkpointer
-from tether.steps import durable_tool, recorded
+from tether import durable_tool, open_checkpointer, recorded
 
 
 async def main() -> None:
