@@ -17,8 +17,6 @@
 from __future__ import annotations
 
 import json
-import multiprocessing
-import multiprocessing.context
 import os
 import shutil
 import tempfile
@@ -31,6 +29,7 @@ from typing import Any
 
 from tether.crashtest.child import ChildJob, forked_entry
 from tether.crashtest.databases import check_url, fresh_database
+from tether.crashtest.launch import run_forked
 from tether.crashtest.points import CRASH_AT_ENV, CRASH_TRACE_ENV
 from tether.crashtest.target import CrashTarget, CrashTestError, load_target
 from tether.graphs.scripted import read_calls
@@ -120,24 +119,6 @@ class _Exit:
     stderr: str
 
 
-# Children are forked from a server process that has imported tether and
-# LangGraph once, so each costs a fork instead of a full interpreter start.
-_PRELOAD = [
-    "tether.crashtest.child",
-    "tether.steps",
-    "tether.checkpointing.sqlite",
-    "tether.checkpointing.postgres",
-    "tether.checkpointing.redis",
-    "langgraph.prebuilt",
-]
-
-
-def _fork_context() -> multiprocessing.context.ForkServerContext:
-    context = multiprocessing.get_context("forkserver")
-    context.set_forkserver_preload(_PRELOAD)
-    return context
-
-
 @dataclass(frozen=True)
 class _Run:
     spec: str
@@ -149,22 +130,19 @@ class _Run:
     ) -> _Exit:
         workdir.mkdir(parents=True, exist_ok=True)
         log = workdir.with_name(f"{workdir.name}-{uuid.uuid4().hex[:6]}.log")
-        process = _fork_context().Process(
-            target=forked_entry,
+        returncode = run_forked(
+            forked_entry,
+            (ChildJob(self.spec, *db, workdir, result, env, log, os.getcwd()),),
             name="tether-crashtest-child",
-            args=(ChildJob(self.spec, *db, workdir, result, env, log, os.getcwd()),),
+            timeout=_CHILD_TIMEOUT_S,
         )
-        process.start()
-        process.join(_CHILD_TIMEOUT_S)
-        if process.is_alive():
-            process.kill()
-            process.join()
+        if returncode is None:
             raise CrashTestError(
                 f"a child run of {self.spec!r} did not finish in "
                 f"{_CHILD_TIMEOUT_S:.0f}s; its output is in {log}"
             )
         stderr = log.read_text(encoding="utf-8", errors="replace") if log.exists() else ""
-        return _Exit(process.exitcode if process.exitcode is not None else -1, stderr)
+        return _Exit(returncode, stderr)
 
 
 def _tail(text: str, lines: int = 15) -> str:
