@@ -46,8 +46,7 @@ async def main() -> None:
     model = recorded(scripted_support_model())  # tether (1/3)
     tools = [durable_tool(refund_order)]  # tether (2/3)
     async with open_checkpointer(CHECKPOINTS_URL) as saver:  # tether (3/3)
-        # The hint says BaseChatModel; create_agent needs only a Runnable with bind_tools.
-        agent = create_agent(model, tools, checkpointer=saver)  # type: ignore[call-overload]
+        agent = create_agent(model, tools, checkpointer=saver)
         await run_ticket(agent, saver)
 
 

@@ -6,6 +6,7 @@ from pathlib import Path
 from typing import Any
 
 from langchain_core.messages import HumanMessage
+from langchain_core.runnables import RunnableBinding
 from langchain_core.tools import tool
 from langgraph.types import Command, interrupt
 from pydantic import BaseModel
@@ -13,7 +14,7 @@ from pydantic import BaseModel
 from tests.backends import Backend
 from tests.steps.graphs import State, one_node
 from tests.steps.scripted import CountingScriptedModel, count_calls, reply
-from tether.steps import RecordedModel, read_steps, recorded
+from tether.steps import RecordedChatModel, RecordedModel, read_steps, recorded
 
 CONFIG: Any = {"configurable": {"thread_id": "t1"}}
 
@@ -40,9 +41,11 @@ async def test_bind_tools_returns_a_recorded_model(backend: Backend, tmp_path: P
         model_id="m1",
     )
     bound = base.bind_tools([lookup])
-    assert isinstance(bound, RecordedModel)
-    assert bound.model_id == "m1"
-    assert bound.model.kwargs["tools"][0]["function"]["name"] == "lookup"  # type: ignore[attr-defined]
+    # A chat model's tools are bound to the recorded chat model, so the record wraps the call.
+    assert isinstance(bound, RunnableBinding)
+    assert isinstance(bound.bound, RecordedChatModel)
+    assert bound.bound.recorder.model_id == "m1"
+    assert bound.kwargs["tools"][0]["function"]["name"] == "lookup"
 
     async def node(state: State) -> dict[str, Any]:
         answer = await bound.ainvoke(state["messages"])

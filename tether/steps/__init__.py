@@ -9,7 +9,7 @@ from tether.steps.errors import (
     VersionMismatchError,
 )
 from tether.steps.log import Step, append_step, read_steps, read_steps_sync
-from tether.steps.model import RecordedModel, recorded
+from tether.steps.model import RecordedChatModel, RecordedModel, recorded
 from tether.steps.tools import DurableTool, ReconcileResult, durable_tool, idempotency_key
 from tether.steps.transcript import ContextBuilder, ContextWindow, transcript_channel
 from tether.steps.versions import VersionPins, graph_fingerprint, pin_versions
@@ -23,6 +23,7 @@ __all__ = [
     "NonDeterminismError",
     "Price",
     "ReconcileResult",
+    "RecordedChatModel",
     "RecordedModel",
     "Step",
     "StepsError",

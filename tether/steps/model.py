@@ -8,333 +8,45 @@ recorded output comes back and the model is not called; if its input hash
 differs, :class:`NonDeterminismError` is raised. Otherwise the model is called
 and its output is recorded durably before the node sees it. Outside a graph
 the wrapper simply calls the model.
+
+A chat model comes back as a :class:`RecordedChatModel` (a ``BaseChatModel``);
+any other Runnable as a :class:`RecordedModel`. Both record through the same
+:class:`~tether.steps.recorder.Recorder`.
 """
 
 from __future__ import annotations
 
-import time
-from collections.abc import AsyncIterator, Callable, Coroutine, Iterator
-from dataclasses import dataclass
-from typing import Any, TypeVar
+from typing import Any, overload
 
-from langchain_core.runnables import Runnable, RunnableConfig
-from pydantic import BaseModel
+from langchain_core.language_models import BaseChatModel
+from langchain_core.runnables import Runnable
 
-from tether.crashtest.points import crash_point
 from tether.steps import budget as budgets
-from tether.steps.chunks import as_chunks, assemble
-from tether.steps.codec import canonical_hash, decode_output, encode_output
-from tether.steps.errors import NonDeterminismError
-from tether.steps.known import known, remember
-from tether.steps.log import step_document
-from tether.steps.parent import wait_for_parent_checkpoint
-from tether.steps.scope import NodeScope, node_scope, worker_id
-from tether.steps.versions import VersionPins, ensure_pins
+from tether.steps.chat import RecordedChatModel
+from tether.steps.recorder import Recorder, default_model_id, model_step
+from tether.steps.runnable import RecordedModel
 
-__all__ = ["RecordedModel", "recorded"]
-
-T = TypeVar("T")
+__all__ = ["RecordedChatModel", "RecordedModel", "model_step", "recorded"]
 
 
-@dataclass(frozen=True)
-class _Call:
-    scope: NodeScope
-    index: int
-    key: str
-    input_hash: str
+@overload
+def recorded(
+    model: BaseChatModel,
+    *,
+    model_id: str | None = None,
+    prompt_version: str | None = None,
+    price: budgets.Price | None = None,
+) -> RecordedChatModel: ...
 
 
-@dataclass
-class _Plan:
-    """What to do with a call: replay ``output``, or call the model."""
-
-    replay: Any = None
-    replayed: bool = False
-    pins: VersionPins | None = None
-    ledger: budgets.Ledger | None = None
-
-
-def _usage(output: Any) -> dict[str, int]:
-    meta = getattr(output, "usage_metadata", None) or {}
-    return {k: int(meta[k]) for k in ("input_tokens", "output_tokens", "total_tokens") if k in meta}
-
-
-def _default_model_id(model: Runnable[Any, Any]) -> str:
-    inner: Any = getattr(model, "bound", model)
-    for attr in ("model_name", "model", "model_id"):
-        value = getattr(inner, attr, None)
-        if isinstance(value, str) and value:
-            return value
-    return type(inner).__name__
-
-
-class RecordedModel(Runnable[Any, Any]):
-    """A model whose calls inside graph nodes are recorded and replayed.
-
-    Build it with :func:`recorded`. ``bind_tools`` and ``with_structured_output``
-    return recorded models too; other attributes are those of the wrapped model.
-    """
-
-    def __init__(
-        self,
-        model: Runnable[Any, Any],
-        *,
-        model_id: str | None = None,
-        prompt_version: str | None = None,
-        price: budgets.Price | None = None,
-        schema: type[BaseModel] | None = None,
-    ) -> None:
-        self.model = model
-        self.model_id = model_id or _default_model_id(model)
-        self.prompt_version = prompt_version
-        self.price = price
-        self._schema = schema
-
-    def __repr__(self) -> str:
-        return f"recorded({self.model!r})"
-
-    def __getattr__(self, name: str) -> Any:
-        # Only called for attributes RecordedModel lacks (model_name, temperature, ...).
-        if name.startswith("__") or name == "model":
-            raise AttributeError(name)
-        return getattr(self.model, name)
-
-    @property
-    def InputType(self) -> Any:
-        return self.model.InputType
-
-    @property
-    def OutputType(self) -> Any:
-        return self.model.OutputType
-
-    def _wrap(
-        self, model: Runnable[Any, Any], schema: type[BaseModel] | None = None
-    ) -> RecordedModel:
-        return RecordedModel(
-            model,
-            model_id=self.model_id,
-            prompt_version=self.prompt_version,
-            price=self.price,
-            schema=schema,
-        )
-
-    def bind_tools(self, tools: Any, **kwargs: Any) -> RecordedModel:
-        """The wrapped model's ``bind_tools``, recorded."""
-        return self._wrap(self.model.bind_tools(tools, **kwargs))  # type: ignore[attr-defined]
-
-    def with_structured_output(self, schema: Any, **kwargs: Any) -> RecordedModel:
-        """The wrapped model's ``with_structured_output``, recorded."""
-        pydantic_schema = (
-            schema if isinstance(schema, type) and issubclass(schema, BaseModel) else None
-        )
-        return self._wrap(
-            self.model.with_structured_output(schema, **kwargs),  # type: ignore[attr-defined]
-            pydantic_schema,
-        )
-
-    # -- planning and committing (one async implementation) ------------------
-    def _call(self, scope: NodeScope, model_input: Any) -> _Call:
-        index = scope.calls.next_index()
-        return _Call(scope, index, scope.step_key(f"model.{index}"), canonical_hash(model_input))
-
-    async def _plan(self, call: _Call) -> _Plan:
-        scope = call.scope
-        pins = await ensure_pins(scope)
-        record = None
-        if await known(scope.store, scope.thread_id, "model", call.key):
-            record = await scope.store.get("model", call.key)
-        if record is not None:
-            recorded_hash = record.value["input_hash"]
-            if recorded_hash != call.input_hash:
-                raise NonDeterminismError(call.key, recorded_hash, call.input_hash, "model call")
-            return _Plan(decode_output(record.value["output"], self._schema), True, pins)
-        await wait_for_parent_checkpoint(scope)
-        return _Plan(pins=pins, ledger=await budgets.ledger_for(scope))
-
-    def _document(self, call: _Call, output: Any, started: float, plan: _Plan) -> dict[str, Any]:
-        usage = _usage(output)
-        scope = call.scope
-        return {
-            "input_hash": call.input_hash,
-            "output": encode_output(output),
-            "usage": usage,
-            "cost_usd": self.price.cost(usage) if self.price else 0.0,
-            "model_id": self.model_id,
-            "prompt_version": self.prompt_version
-            or (plan.pins.prompt_version if plan.pins else None),
-            "graph_version": plan.pins.graph if plan.pins else None,
-            "node": scope.node,
-            "task_id": scope.task_id,
-            "attempt": scope.attempt,
-            "started_at": started,
-            "ended_at": time.time(),
-            "worker_id": worker_id(),
-        }
-
-    async def _commit(self, call: _Call, output: Any, started: float, plan: _Plan) -> Any:
-        scope = call.scope
-        doc = self._document(call, output, started, plan)
-        index = await scope.store.put_with_step(
-            "model", call.key, doc, thread_id=scope.thread_id, step=model_step(call.key, doc)
-        )
-        remember(scope.store, scope.thread_id, "model", call.key)
-        if index is None:
-            # Another worker recorded this step first: its answer is the run's answer.
-            winner = await scope.store.get("model", call.key)
-            if winner is not None:
-                return decode_output(winner.value["output"], self._schema)
-        if plan.ledger is not None:
-            tokens = doc["usage"].get("total_tokens", 0)
-            await budgets.charge(scope, plan.ledger, call.key, tokens, doc["cost_usd"])
-        return output
-
-    # -- budget (interrupt() must run in the node's own context) --------------
-    def _over_budget(
-        self, call: _Call, plan: _Plan, run: Callable[[Coroutine[Any, Any, Any]], Any]
-    ) -> None:
-        """Stop, or pause (interrupt) until a person extends the budget; see _aover_budget."""
-        ledger, problem, rounds = plan.ledger, None, 0
-        while ledger is not None and ledger.exceeded():
-            key = f"{call.key}|{rounds}"
-            if problem is None:
-                run(budgets.record_exceeded(call.scope, ledger, key))
-            limits, problem = budgets.ask_for_more(call.scope, ledger, problem)
-            if limits is not None:
-                run(budgets.extend(call.scope, ledger, limits, key))
-                rounds += 1
-
-    # -- sync ------------------------------------------------------------------
-    def _sync(self, call: _Call) -> Callable[[Coroutine[Any, Any, T]], T]:
-        store = call.scope.store
-        return lambda coro: store._run_sync(coro, "model step")
-
-    def invoke(self, input: Any, config: RunnableConfig | None = None, **kwargs: Any) -> Any:
-        """Call the model, or return the recorded answer for this step."""
-        scope = node_scope(config)
-        if scope is None:
-            return self.model.invoke(input, config, **kwargs)
-        call = self._call(scope, input)
-        run = self._sync(call)
-        plan = run(self._plan(call))
-        if plan.replayed:
-            return plan.replay
-        self._over_budget(call, plan, run)
-        crash_point("model.before")
-        started = time.time()
-        output = self.model.invoke(input, config, **kwargs)
-        output = run(self._commit(call, output, started, plan))
-        crash_point("model.after")
-        return output
-
-    def stream(
-        self, input: Any, config: RunnableConfig | None = None, **kwargs: Any
-    ) -> Iterator[Any]:
-        """Stream the model's answer; a recorded answer comes back as chunks."""
-        scope = node_scope(config)
-        if scope is None:
-            yield from self.model.stream(input, config, **kwargs)
-            return
-        call = self._call(scope, input)
-        run = self._sync(call)
-        plan = run(self._plan(call))
-        if plan.replayed:
-            yield from as_chunks(plan.replay)
-            return
-        self._over_budget(call, plan, run)
-        crash_point("model.before")
-        started = time.time()
-        held: Any = None
-        total: Any = None
-        for chunk in self.model.stream(input, config, **kwargs):
-            if held is not None:
-                yield held
-            held = chunk
-            total = chunk if total is None else total + chunk
-        # The last chunk is held back until the whole answer is recorded.
-        run(self._commit(call, assemble(total), started, plan))
-        crash_point("model.after")
-        if held is not None:
-            yield held
-
-    # -- async -------------------------------------------------------------------
-    async def ainvoke(self, input: Any, config: RunnableConfig | None = None, **kwargs: Any) -> Any:
-        """Async :meth:`invoke`."""
-        scope = node_scope(config)
-        if scope is None:
-            return await self.model.ainvoke(input, config, **kwargs)
-        call = self._call(scope, input)
-        plan = await self._plan(call)
-        if plan.replayed:
-            return plan.replay
-        await self._aover_budget(call, plan)
-        crash_point("model.before")
-        started = time.time()
-        output = await self.model.ainvoke(input, config, **kwargs)
-        output = await self._commit(call, output, started, plan)
-        crash_point("model.after")
-        return output
-
-    async def astream(
-        self, input: Any, config: RunnableConfig | None = None, **kwargs: Any
-    ) -> AsyncIterator[Any]:
-        """Async :meth:`stream`."""
-        scope = node_scope(config)
-        if scope is None:
-            async for chunk in self.model.astream(input, config, **kwargs):
-                yield chunk
-            return
-        call = self._call(scope, input)
-        plan = await self._plan(call)
-        if plan.replayed:
-            for chunk in as_chunks(plan.replay):
-                yield chunk
-            return
-        await self._aover_budget(call, plan)
-        crash_point("model.before")
-        started = time.time()
-        held: Any = None
-        total: Any = None
-        async for chunk in self.model.astream(input, config, **kwargs):
-            if held is not None:
-                yield held
-            held = chunk
-            total = chunk if total is None else total + chunk
-        await self._commit(call, assemble(total), started, plan)
-        crash_point("model.after")
-        if held is not None:
-            yield held
-
-    async def _aover_budget(self, call: _Call, plan: _Plan) -> None:
-        ledger, problem, rounds = plan.ledger, None, 0
-        while ledger is not None and ledger.exceeded():
-            key = f"{call.key}|{rounds}"
-            if problem is None:
-                await budgets.record_exceeded(call.scope, ledger, key)
-            limits, problem = budgets.ask_for_more(call.scope, ledger, problem)
-            if limits is not None:
-                await budgets.extend(call.scope, ledger, limits, key)
-                rounds += 1
-
-
-def model_step(key: str, doc: dict[str, Any]) -> dict[str, Any]:
-    """The step-log entry of a recorded model call (its output stays in the record)."""
-    return step_document(
-        "model",
-        name=doc["model_id"],
-        node=doc["node"],
-        task_id=doc["task_id"],
-        input_hash=doc["input_hash"],
-        output_ref=("model", key),
-        model_id=doc["model_id"],
-        prompt_version=doc["prompt_version"],
-        usage=doc["usage"],
-        cost_usd=doc["cost_usd"],
-        started_at=doc["started_at"],
-        ended_at=doc["ended_at"],
-        attempt=doc["attempt"],
-        key=key,
-        graph_version=doc["graph_version"],
-    )
+@overload
+def recorded(
+    model: Runnable[Any, Any],
+    *,
+    model_id: str | None = None,
+    prompt_version: str | None = None,
+    price: budgets.Price | None = None,
+) -> RecordedModel: ...
 
 
 def recorded(
@@ -343,7 +55,7 @@ def recorded(
     model_id: str | None = None,
     prompt_version: str | None = None,
     price: budgets.Price | None = None,
-) -> RecordedModel:
+) -> RecordedModel | RecordedChatModel:
     """Wrap ``model`` so its calls inside graph nodes are recorded and replayed.
 
     Args:
@@ -353,13 +65,19 @@ def recorded(
         price: What the model charges, for cost accounting and budgets.
 
     Returns:
-        A Runnable with the same ``invoke``/``ainvoke``/``stream``/``astream``,
-        ``bind_tools`` and ``with_structured_output``.
+        For a chat model, a :class:`RecordedChatModel`: a ``BaseChatModel`` that
+        ``create_agent`` and middleware accept as the model itself. For any
+        other Runnable, a :class:`RecordedModel`. Both have the same
+        ``invoke``/``ainvoke``/``stream``/``astream``, ``bind_tools`` and
+        ``with_structured_output``.
     """
-    if isinstance(model, RecordedModel):
+    if isinstance(model, RecordedModel | RecordedChatModel):
         return model
     if not isinstance(model, Runnable):
         raise TypeError(
             f"recorded() wraps a LangChain chat model or Runnable, got {type(model).__name__}"
         )
-    return RecordedModel(model, model_id=model_id, prompt_version=prompt_version, price=price)
+    recorder = Recorder(model_id or default_model_id(model), prompt_version, price)
+    if isinstance(model, BaseChatModel):
+        return RecordedChatModel(model, recorder)
+    return RecordedModel(model, recorder)
