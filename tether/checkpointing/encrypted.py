@@ -18,7 +18,9 @@ another thread, namespace, checkpoint, task or channel fails to decrypt:
 from __future__ import annotations
 
 import base64
+from binascii import b2a_base64
 from collections.abc import AsyncIterator, Iterable, Sequence
+from functools import lru_cache
 from typing import Any
 
 from langchain_core.runnables import RunnableConfig
@@ -32,7 +34,7 @@ from langgraph.checkpoint.base import (
 )
 
 from tether.checkpointing.delegating import DelegatingSaver
-from tether.checkpointing.encryption import KeyRing, PlaintextRefusedError, aad
+from tether.checkpointing.encryption import KeyRing, PlaintextRefusedError, aad, aad_part
 from tether.errors import ConfigurationError
 
 __all__ = [
@@ -49,21 +51,33 @@ SEALED_METADATA_KEY = "__tether_sealed__"
 CLEAR_METADATA_KEYS = frozenset({"source", "step", "parents", "run_id"})
 """Metadata LangGraph and the backends filter or delete on; stored in clear."""
 _RECENT_THREADS = 256  # threads whose last envelopes are kept for reuse
+_ID_KEYS = ("thread_id", "checkpoint_ns", "checkpoint_id", "run_id")
+
+
+@lru_cache(maxsize=1024)
+def _scope(kind: str, thread_id: str, ns: str) -> bytes:
+    """The associated-data prefix shared by every record of one kind in one namespace."""
+    return aad(kind, thread_id, ns)
 
 
 def channel_aad(thread_id: str, ns: str, channel: str, version: Any) -> bytes:
     """Associated data of a channel value at one channel version."""
-    return aad("channel", str(thread_id), ns, channel, "" if version is None else str(version))
+    return _scope("channel", str(thread_id), ns) + _channel_part(channel, version)
+
+
+def _channel_part(channel: str, version: Any) -> bytes:
+    return _name_part(channel) + aad_part("" if version is None else str(version))
 
 
 def write_aad(thread_id: str, ns: str, checkpoint_id: str, task_id: str, channel: str) -> bytes:
     """Associated data of a pending write."""
-    return aad("write", str(thread_id), ns, checkpoint_id, task_id, channel)
+    scope = _scope("write", str(thread_id), ns)
+    return scope + aad_part(checkpoint_id) + aad_part(task_id) + aad_part(channel)
 
 
 def metadata_aad(thread_id: str, ns: str, checkpoint_id: str) -> bytes:
     """Associated data of a checkpoint's sealed metadata."""
-    return aad("metadata", str(thread_id), ns, checkpoint_id)
+    return _scope("metadata", str(thread_id), ns) + aad_part(checkpoint_id)
 
 
 def _where(thread_id: str, ns: str, **parts: str) -> str:
@@ -78,6 +92,22 @@ def _plaintext_refused(where: str) -> PlaintextRefusedError:
         "KeyRing(..., allow_plaintext=True) or TETHER_ENCRYPTION_ALLOW_PLAINTEXT=1 "
         "(see docs/encryption.md, migration mode)"
     )
+
+
+_name_part = lru_cache(maxsize=4096)(aad_part)  # channel names recur at every step
+
+
+class _Scope:
+    """One thread and namespace: its associated-data prefixes and last envelopes."""
+
+    __slots__ = ("channel", "last", "metadata", "write")
+
+    def __init__(self, thread_id: str, ns: str) -> None:
+        self.channel = _scope("channel", thread_id, ns)
+        self.write = _scope("write", thread_id, ns)
+        self.metadata = _scope("metadata", thread_id, ns)
+        # channel -> (version, value object, envelope) of the last checkpoint written
+        self.last: dict[str, tuple[Any, Any, bytes]] = {}
 
 
 class EncryptedSaver(DelegatingSaver):
@@ -112,15 +142,24 @@ class EncryptedSaver(DelegatingSaver):
         super().__init__(inner)
         self.encryption = encryption
         self.clear_metadata_keys = CLEAR_METADATA_KEYS | frozenset(searchable)
-        # (thread, namespace) -> channel -> (version, value object, envelope) of
-        # the last checkpoint written, most recent last.
-        self._recent: dict[tuple[str, str], dict[str, tuple[Any, Any, bytes]]] = {}
+        self._scopes: dict[tuple[str, str], _Scope] = {}  # most recently used last
+        self._type_heads: dict[str, bytes] = {}  # serde type name -> plaintext prefix
+        self._no_hidden: bytes | None = None  # plaintext of empty sealed metadata
 
     # -- values ------------------------------------------------------------
-    def _seal(self, value: Any, data: bytes) -> bytes:
+    def _plain(self, value: Any) -> bytes:
+        """The envelope's plaintext: the serde's type name (length-prefixed), then its bytes."""
         type_, payload = self.serde.dumps_typed(value)
-        raw = type_.encode()
-        return self.encryption.encrypt(bytes([len(raw)]) + raw + payload, data)
+        head = self._type_heads.get(type_)
+        if head is None:
+            raw = type_.encode()
+            head = bytes([len(raw)]) + raw
+            if len(self._type_heads) < 64:
+                self._type_heads[type_] = head
+        return head + payload
+
+    def _seal(self, value: Any, data: bytes) -> bytes:
+        return self.encryption.encrypt(self._plain(value), data)
 
     def _open(self, value: Any, data: bytes, where: str) -> Any:
         if not self.encryption.is_envelope(value):
@@ -132,37 +171,67 @@ class EncryptedSaver(DelegatingSaver):
         return self.serde.loads_typed((plain[1:end].decode(), plain[end:]))
 
     # -- checkpoints -------------------------------------------------------
-    def _seal_checkpoint(self, thread_id: str, ns: str, checkpoint: Checkpoint) -> Checkpoint:
+    def _scope(self, thread_id: str, ns: str) -> _Scope:
+        key = (thread_id, ns)
+        scopes = self._scopes
+        scope = scopes.pop(key, None)
+        if scope is None:
+            scope = _Scope(str(thread_id), ns)
+            if len(scopes) >= _RECENT_THREADS:
+                scopes.pop(next(iter(scopes)), None)
+        scopes[key] = scope
+        return scope
+
+    def _seal_put(
+        self, thread_id: str, ns: str, checkpoint: Checkpoint, metadata: CheckpointMetadata
+    ) -> tuple[Checkpoint, CheckpointMetadata]:
+        """The checkpoint and metadata to store, sealed with one call to the key ring."""
+        scope = self._scope(thread_id, ns)
         versions = checkpoint["channel_versions"]
+        plain, prefix = self._plain, scope.channel
         # LangGraph passes every channel's value at every step, most of them
         # unchanged: reuse the envelope of the same object at the same version.
-        previous = self._recent.pop((thread_id, ns), {})
+        previous = scope.last
         current: dict[str, tuple[Any, Any, bytes]] = {}
         values: dict[str, Any] = {}
+        fresh: list[tuple[str, Any, Any]] = []
+        todo: list[tuple[bytes, bytes]] = []
         for ch, v in checkpoint["channel_values"].items():
             version = versions.get(ch)
             cached = previous.get(ch)
-            if cached is not None and cached[0] == version and cached[1] is v:
-                envelope = cached[2]
+            if cached is not None and cached[1] is v and cached[0] == version:
+                values[ch] = cached[2]
+                current[ch] = cached
             else:
-                envelope = self._seal(v, channel_aad(thread_id, ns, ch, version))
+                fresh.append((ch, version, v))
+                todo.append((plain(v), prefix + _channel_part(ch, version)))
+        clear, hidden = self._split_metadata(metadata)
+        todo.append((hidden, scope.metadata + aad_part(checkpoint["id"])))
+        envelopes = self.encryption.encrypt_many(todo)
+        for (ch, version, v), envelope in zip(fresh, envelopes, strict=False):  # + metadata's
             values[ch] = envelope
             current[ch] = (version, v, envelope)
-        self._recent[(thread_id, ns)] = current
-        while len(self._recent) > _RECENT_THREADS:
-            self._recent.pop(next(iter(self._recent)))
+        scope.last = current
+        clear[SEALED_METADATA_KEY] = b2a_base64(envelopes[-1], newline=False).decode()
         sealed = checkpoint.copy()
         sealed["channel_values"] = values
-        return sealed
+        return sealed, clear  # type: ignore[return-value]
+
+    def _split_metadata(self, metadata: CheckpointMetadata) -> tuple[dict[str, Any], bytes]:
+        """The metadata kept in clear, and the plaintext of the rest (always sealed)."""
+        keys = self.clear_metadata_keys
+        clear = {k: v for k, v in metadata.items() if k in keys}
+        if len(clear) == len(metadata):
+            if self._no_hidden is None:
+                self._no_hidden = self._plain({})
+            return clear, self._no_hidden
+        return clear, self._plain({k: v for k, v in metadata.items() if k not in keys})
 
     def _seal_metadata(
         self, thread_id: str, ns: str, checkpoint_id: str, metadata: CheckpointMetadata
     ) -> CheckpointMetadata:
-        clear: dict[str, Any] = {}
-        hidden: dict[str, Any] = {}
-        for key, value in metadata.items():
-            (clear if key in self.clear_metadata_keys else hidden)[key] = value
-        blob = self._seal(hidden, metadata_aad(thread_id, ns, checkpoint_id))
+        clear, hidden = self._split_metadata(metadata)
+        blob = self.encryption.encrypt(hidden, metadata_aad(thread_id, ns, checkpoint_id))
         clear[SEALED_METADATA_KEY] = base64.b64encode(blob).decode()
         return clear  # type: ignore[return-value]
 
@@ -248,14 +317,8 @@ class EncryptedSaver(DelegatingSaver):
         # The backend would merge config["metadata"] and extra configurable keys into
         # the stored metadata in clear; merge them here, then hand it only the ids.
         full = get_checkpoint_metadata(config, metadata)
-        inner_config: RunnableConfig = {
-            "configurable": {
-                k: conf[k]
-                for k in ("thread_id", "checkpoint_ns", "checkpoint_id", "run_id")
-                if k in conf
-            }
-        }
-        inner_config["configurable"].setdefault("checkpoint_ns", ns)
+        inner_conf = {k: conf[k] for k in _ID_KEYS if k in conf}
+        inner_conf["checkpoint_ns"] = ns
         if self.encryption.allow_plaintext:
             # Migrating: an unchanged channel may only exist as a plaintext value
             # PostgresSaver kept inline in an older row, which no longer applies once
@@ -263,12 +326,8 @@ class EncryptedSaver(DelegatingSaver):
             values = checkpoint["channel_values"]
             stored = {k: v for k, v in checkpoint["channel_versions"].items() if k in values}
             new_versions = {**stored, **new_versions}
-        return await self.inner.aput(
-            inner_config,
-            self._seal_checkpoint(thread_id, ns, checkpoint),
-            self._seal_metadata(thread_id, ns, checkpoint["id"], full),
-            new_versions,
-        )
+        sealed, clear = self._seal_put(thread_id, ns, checkpoint, full)
+        return await self.inner.aput({"configurable": inner_conf}, sealed, clear, new_versions)
 
     async def aput_writes(
         self,
@@ -279,9 +338,16 @@ class EncryptedSaver(DelegatingSaver):
     ) -> None:
         conf = config["configurable"]
         thread_id, ns, cid = conf["thread_id"], conf.get("checkpoint_ns", ""), conf["checkpoint_id"]
-        sealed = [
-            (ch, self._seal(v, write_aad(thread_id, ns, cid, task_id, ch))) for ch, v in writes
-        ]
+        if not writes:
+            await self.inner.aput_writes(config, writes, task_id, task_path)
+            return
+        plain = self._plain
+        scope = self._scopes.get((thread_id, ns)) or self._scope(thread_id, ns)
+        prefix = scope.write + aad_part(cid) + aad_part(task_id)
+        envelopes = self.encryption.encrypt_many(
+            [(plain(v), prefix + _name_part(ch)) for ch, v in writes]
+        )
+        sealed = [(ch, envelopes[i]) for i, (ch, _) in enumerate(writes)]
         await self.inner.aput_writes(config, sealed, task_id, task_path)
 
     async def acopy_thread(self, source_thread_id: str, target_thread_id: str) -> None:
