@@ -24,7 +24,7 @@ from langchain_core.language_models import BaseChatModel, LangSmithParams, Langu
 from langchain_core.messages import AIMessage, AIMessageChunk, BaseMessage
 from langchain_core.outputs import ChatResult
 from langchain_core.runnables import Runnable, RunnableBinding, RunnableConfig
-from pydantic import PrivateAttr
+from pydantic import Field, InstanceOf
 
 from tether.steps.recorder import Recorder
 from tether.steps.runnable import RecordedModel
@@ -45,10 +45,13 @@ class RecordedChatModel(BaseChatModel):
 
     Attributes:
         wrapped: The chat model that answers real calls.
+        recorder: What is recorded on each step (``recorder.model_id`` is the recorded id).
     """
 
     wrapped: BaseChatModel
-    _recorder: Recorder = PrivateAttr()
+    # A plain field, not a private attribute: pydantic serves those through
+    # __getattr__, which would cost every call a few microseconds.
+    recorder: InstanceOf[Recorder] = Field(exclude=True)
 
     def __init__(self, wrapped: BaseChatModel, recorder: Recorder) -> None:
         # The settings every chat model has (callbacks, tags, metadata, cache,
@@ -57,13 +60,7 @@ class RecordedChatModel(BaseChatModel):
         shared = {name: getattr(wrapped, name) for name in BaseChatModel.model_fields}
         if isinstance(shared.get("metadata"), dict):
             shared["metadata"] = dict(shared["metadata"])
-        super().__init__(**{**shared, "wrapped": wrapped})
-        self._recorder = recorder
-
-    @property
-    def recorder(self) -> Recorder:
-        """What is recorded on each step (``recorder.model_id`` is the recorded id)."""
-        return self._recorder
+        super().__init__(**{**shared, "wrapped": wrapped, "recorder": recorder})
 
     def __repr__(self) -> str:
         return f"recorded({self.wrapped!r})"
@@ -127,14 +124,14 @@ class RecordedChatModel(BaseChatModel):
             rebound = self.bind(**bound.kwargs)
             return rebound.with_config(bound.config) if bound.config else rebound
         # Not a plain binding of the wrapped model: record the whole thing.
-        return RecordedModel(bound, self._recorder)
+        return RecordedModel(bound, self.recorder)
 
     def with_structured_output(
         self, schema: dict[str, Any] | type, *, include_raw: bool = False, **kwargs: Any
     ) -> Runnable[LanguageModelInput, dict[str, Any] | Any]:
         """The wrapped model's ``with_structured_output``, recorded (pydantic answers rebuilt)."""
         structured = self.wrapped.with_structured_output(schema, include_raw=include_raw, **kwargs)
-        return RecordedModel(structured, self._recorder.for_schema(schema))
+        return RecordedModel(structured, self.recorder.for_schema(schema))
 
     # -- recorded calls -------------------------------------------------------------
     def invoke(
@@ -148,7 +145,7 @@ class RecordedChatModel(BaseChatModel):
         """Call the wrapped model, or return the recorded answer for this step."""
         if stop is not None:
             kwargs["stop"] = stop
-        return cast(AIMessage, self._recorder.invoke(self.wrapped, input, config, **kwargs))
+        return cast(AIMessage, self.recorder.invoke(self.wrapped, input, config, **kwargs))
 
     async def ainvoke(
         self,
@@ -161,7 +158,7 @@ class RecordedChatModel(BaseChatModel):
         """Async :meth:`invoke`."""
         if stop is not None:
             kwargs["stop"] = stop
-        return cast(AIMessage, await self._recorder.ainvoke(self.wrapped, input, config, **kwargs))
+        return cast(AIMessage, await self.recorder.ainvoke(self.wrapped, input, config, **kwargs))
 
     def stream(
         self,
@@ -174,7 +171,7 @@ class RecordedChatModel(BaseChatModel):
         """Stream the wrapped model's answer; a recorded answer comes back as one chunk."""
         if stop is not None:
             kwargs["stop"] = stop
-        return self._recorder.stream(self.wrapped, input, config, **kwargs)
+        return self.recorder.stream(self.wrapped, input, config, **kwargs)
 
     def astream(
         self,
@@ -187,7 +184,7 @@ class RecordedChatModel(BaseChatModel):
         """Async :meth:`stream`."""
         if stop is not None:
             kwargs["stop"] = stop
-        return self._recorder.astream(self.wrapped, input, config, **kwargs)
+        return self.recorder.astream(self.wrapped, input, config, **kwargs)
 
     # -- the legacy generate() path: an unrecorded pass-through ----------------------
     def _generate(
