@@ -180,7 +180,7 @@ async def test_outside_a_graph_the_model_is_just_called(tmp_path: Path) -> None:
 
 def test_recorded_refuses_what_is_not_a_runnable() -> None:
     with pytest.raises(TypeError, match="wraps a LangChain chat model or Runnable"):
-        recorded("gpt-4o")  # type: ignore[arg-type]
+        recorded("gpt-4o")  # type: ignore[call-overload]
 
 
 async def test_a_retried_node_replays_calls_its_failed_attempt_recorded(

@@ -138,52 +138,36 @@ class RecordedChatModel(BaseChatModel):
         self,
         input: LanguageModelInput,
         config: RunnableConfig | None = None,
-        *,
-        stop: list[str] | None = None,
         **kwargs: Any,
     ) -> AIMessage:
         """Call the wrapped model, or return the recorded answer for this step."""
-        if stop is not None:
-            kwargs["stop"] = stop
         return cast(AIMessage, self.recorder.invoke(self.wrapped, input, config, **kwargs))
 
     async def ainvoke(
         self,
         input: LanguageModelInput,
         config: RunnableConfig | None = None,
-        *,
-        stop: list[str] | None = None,
         **kwargs: Any,
     ) -> AIMessage:
         """Async :meth:`invoke`."""
-        if stop is not None:
-            kwargs["stop"] = stop
         return cast(AIMessage, await self.recorder.ainvoke(self.wrapped, input, config, **kwargs))
 
     def stream(
         self,
         input: LanguageModelInput,
         config: RunnableConfig | None = None,
-        *,
-        stop: list[str] | None = None,
         **kwargs: Any,
     ) -> Iterator[AIMessageChunk]:
         """Stream the wrapped model's answer; a recorded answer comes back as one chunk."""
-        if stop is not None:
-            kwargs["stop"] = stop
         return self.recorder.stream(self.wrapped, input, config, **kwargs)
 
     def astream(
         self,
         input: LanguageModelInput,
         config: RunnableConfig | None = None,
-        *,
-        stop: list[str] | None = None,
         **kwargs: Any,
     ) -> AsyncIterator[AIMessageChunk]:
         """Async :meth:`stream`."""
-        if stop is not None:
-            kwargs["stop"] = stop
         return self.recorder.astream(self.wrapped, input, config, **kwargs)
 
     # -- the legacy generate() path: an unrecorded pass-through ----------------------
