@@ -21,6 +21,7 @@ EXPECTED = [
     "NonDeterminismError",
     "Price",
     "ReconcileResult",
+    "RecordedChatModel",
     "SafeAlternative",
     "ScriptedChatModel",
     "Step",
