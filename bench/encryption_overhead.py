@@ -9,7 +9,8 @@ table shows the best round's ms per checkpoint and the ratio (goal: <= 1.15x).
 ``--mode graph`` runs a small scripted agent graph instead (LangGraph passes every
 channel at every step, most of them unchanged).
 
-Run: ``.venv/bin/python bench/encryption_overhead.py [--mode aput|graph] [--steps 200]``.
+Run: ``.venv/bin/python bench/encryption_overhead.py [--mode aput|graph] [--steps 200]
+[--rounds 9] [--backends memory,sqlite,postgres,redis]``.
 Uses TETHER_TEST_POSTGRES_URL / TETHER_TEST_REDIS_URL when set, otherwise starts
 throwaway servers.
 """
@@ -38,6 +39,7 @@ from tether import open_checkpointer
 from tether.checkpointing.encryption import KeyRing
 
 GOAL = 1.15
+BACKENDS = ("memory", "sqlite", "postgres", "redis")
 
 
 def _messages() -> list[Any]:
@@ -123,7 +125,9 @@ async def _backend(name: str, url: str, extra: dict[str, Any], args: Any) -> tup
     encrypted: list[float] = []
     sample = _sample_graph if args.mode == "graph" else _sample
     steps = max(1, args.steps // 4) if args.mode == "graph" else args.steps
-    await sample(url.replace("{sample}", "warmup"), {**extra, "encryption": False}, 5)
+    sides: list[KeyRing | bool] = [False, ring]
+    for side in sides:  # warm both savers up (imports, caches, connections)
+        await sample(url.replace("{sample}", "warmup"), {**extra, "encryption": side}, 5)
     for round_ in range(args.rounds):
         # Alternate which saver goes first, and give SQLite a fresh file per sample,
         # so neither side always runs on the larger store.
@@ -152,6 +156,8 @@ async def _main(args: Any) -> int:
         print(f"{'backend':<10}{'plain ms':>10}{'encrypted ms':>14}{'ratio':>8}  goal <= {GOAL}x")
         worst = 0.0
         for name, url, extra in targets:
+            if name not in args.backends:
+                continue
             plain, enc = await _backend(name, url, extra, args)
             ratio = enc / plain
             worst = max(worst, ratio)
@@ -177,7 +183,17 @@ def main() -> int:
         help="direct aput of a checkpoint, or runs of a small scripted graph",
     )
     parser.add_argument("--rounds", type=int, default=9, help="samples per saver")
-    return asyncio.run(_main(parser.parse_args()))
+    parser.add_argument(
+        "--backends",
+        type=lambda text: [name.strip() for name in text.split(",")],
+        default=list(BACKENDS),
+        help=f"comma-separated subset of {','.join(BACKENDS)}",
+    )
+    args = parser.parse_args()
+    unknown = sorted(set(args.backends) - set(BACKENDS))
+    if unknown:
+        parser.error(f"unknown backend(s) {', '.join(unknown)}; choose from {', '.join(BACKENDS)}")
+    return asyncio.run(_main(args))
 
 
 if __name__ == "__main__":

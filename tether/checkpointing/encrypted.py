@@ -140,6 +140,8 @@ class EncryptedSaver(DelegatingSaver):
                 "layer stores the sealed metadata under that key"
             )
         super().__init__(inner)
+        # Called at every step for every channel: skip the forwarding method.
+        self.get_next_version = inner.get_next_version  # type: ignore[method-assign]
         self.encryption = encryption
         self.clear_metadata_keys = CLEAR_METADATA_KEYS | frozenset(searchable)
         self._scopes: dict[tuple[str, str], _Scope] = {}  # most recently used last
@@ -150,13 +152,14 @@ class EncryptedSaver(DelegatingSaver):
     def _plain(self, value: Any) -> bytes:
         """The envelope's plaintext: the serde's type name (length-prefixed), then its bytes."""
         type_, payload = self.serde.dumps_typed(value)
-        head = self._type_heads.get(type_)
-        if head is None:
-            raw = type_.encode()
-            head = bytes([len(raw)]) + raw
-            if len(self._type_heads) < 64:
-                self._type_heads[type_] = head
-        return head + payload
+        return (self._type_heads.get(type_) or self._type_head(type_)) + payload
+
+    def _type_head(self, type_: str) -> bytes:
+        raw = type_.encode()
+        head = bytes([len(raw)]) + raw
+        if len(self._type_heads) < 64:
+            self._type_heads[type_] = head
+        return head
 
     def _seal(self, value: Any, data: bytes) -> bytes:
         return self.encryption.encrypt(self._plain(value), data)
@@ -188,7 +191,7 @@ class EncryptedSaver(DelegatingSaver):
         """The checkpoint and metadata to store, sealed with one call to the key ring."""
         scope = self._scope(thread_id, ns)
         versions = checkpoint["channel_versions"]
-        plain, prefix = self._plain, scope.channel
+        dumps, heads, prefix = self.serde.dumps_typed, self._type_heads, scope.channel
         # LangGraph passes every channel's value at every step, most of them
         # unchanged: reuse the envelope of the same object at the same version.
         previous = scope.last
@@ -204,7 +207,15 @@ class EncryptedSaver(DelegatingSaver):
                 current[ch] = cached
             else:
                 fresh.append((ch, version, v))
-                todo.append((plain(v), prefix + _channel_part(ch, version)))
+                # _plain() and channel_aad(), inlined: this loop runs for every value.
+                type_, payload = dumps(v)
+                raw = ("" if version is None else str(version)).encode()
+                todo.append(
+                    (
+                        (heads.get(type_) or self._type_head(type_)) + payload,
+                        prefix + _name_part(ch) + len(raw).to_bytes(4, "big") + raw,
+                    )
+                )
         clear, hidden = self._split_metadata(metadata)
         todo.append((hidden, scope.metadata + aad_part(checkpoint["id"])))
         envelopes = self.encryption.encrypt_many(todo)
@@ -343,7 +354,7 @@ class EncryptedSaver(DelegatingSaver):
             return
         plain = self._plain
         scope = self._scopes.get((thread_id, ns)) or self._scope(thread_id, ns)
-        prefix = scope.write + aad_part(cid) + aad_part(task_id)
+        prefix = scope.write + aad(cid, task_id)
         envelopes = self.encryption.encrypt_many(
             [(plain(v), prefix + _name_part(ch)) for ch, v in writes]
         )

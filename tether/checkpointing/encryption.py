@@ -272,11 +272,8 @@ class KeyRing:
         nonces = os.urandom(NONCE_BYTES * len(items))
         return [
             header + nonce + seal(nonce, plaintext, header + data)
-            for nonce, (plaintext, data) in zip(
-                [nonces[at : at + NONCE_BYTES] for at in range(0, len(nonces), NONCE_BYTES)],
-                items,
-                strict=True,
-            )
+            for at, (plaintext, data) in zip(range(0, len(nonces), NONCE_BYTES), items, strict=True)
+            for nonce in [nonces[at : at + NONCE_BYTES]]
         ]
 
     def decrypt(self, blob: bytes, aad: bytes, where: str = "") -> bytes:
