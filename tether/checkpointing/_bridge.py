@@ -9,16 +9,25 @@ deadlock, so it fails with a message saying what to use instead.
 
 from __future__ import annotations
 
-import asyncio
 from collections.abc import AsyncIterator, Coroutine, Iterator, Sequence
 from typing import TYPE_CHECKING, Any, TypeVar
 
 from langchain_core.runnables import RunnableConfig
 from langgraph.checkpoint.base import CheckpointTuple
 
+from tether._loops import wait_on_loop
+
 T = TypeVar("T")
 
 __all__ = ["SyncBridge"]
+
+
+def _deadlock_message(saver: object, name: str) -> str:
+    return (
+        f"synchronous {type(saver).__name__}.{name}() was called from the saver's own "
+        f"event loop, which would deadlock; await a{name}() instead, or use "
+        "tether.open_checkpointer_sync() to get a saver for sync code"
+    )
 
 
 class SyncBridge:
@@ -35,18 +44,7 @@ class SyncBridge:
                 f"{type(self).__name__}.{name}() was called before the saver was set up; "
                 "open it with tether.open_checkpointer() or open_checkpointer_sync()"
             )
-        try:
-            running = asyncio.get_running_loop()
-        except RuntimeError:
-            running = None
-        if running is loop:
-            coro.close()
-            raise asyncio.InvalidStateError(
-                f"synchronous {type(self).__name__}.{name}() was called from the saver's own "
-                f"event loop, which would deadlock; await a{name}() instead, or use "
-                "tether.open_checkpointer_sync() to get a saver for sync code"
-            )
-        return asyncio.run_coroutine_threadsafe(coro, loop).result()
+        return wait_on_loop(coro, loop, deadlock_message=_deadlock_message(self, name))
 
     def _bridged_list(
         self,

@@ -23,6 +23,9 @@ from langgraph.checkpoint.base import (
     DeltaChannelHistory,
 )
 
+from tether._loops import wait_on_loop
+from tether.checkpointing._bridge import _deadlock_message
+
 __all__ = ["DelegatingSaver", "innermost"]
 
 T = TypeVar("T")
@@ -119,18 +122,7 @@ class DelegatingSaver(BaseCheckpointSaver[Any]):
             # The in-memory saver has no loop; its coroutines never wait on I/O.
             with ThreadPoolExecutor(max_workers=1) as pool:
                 return pool.submit(asyncio.run, coro).result()
-        try:
-            running = asyncio.get_running_loop()
-        except RuntimeError:
-            running = None
-        if running is loop:
-            coro.close()
-            raise asyncio.InvalidStateError(
-                f"synchronous {type(self).__name__}.{name}() was called from the saver's own "
-                f"event loop, which would deadlock; await a{name}() instead, or use "
-                "tether.open_checkpointer_sync() to get a saver for sync code"
-            )
-        return asyncio.run_coroutine_threadsafe(coro, loop).result()
+        return wait_on_loop(coro, loop, deadlock_message=_deadlock_message(self, name))
 
     def get_tuple(self, config: RunnableConfig) -> CheckpointTuple | None:
         return self._call(self.aget_tuple(config), "get_tuple")

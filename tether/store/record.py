@@ -19,6 +19,7 @@ from collections.abc import Callable, Coroutine
 from dataclasses import dataclass
 from typing import Any, Protocol, TypeVar
 
+from tether._loops import wait_on_loop
 from tether.errors import TetherError
 
 __all__ = [
@@ -210,17 +211,14 @@ class RecordStore:
         loop = self._driver.loop
         if loop is None:
             return _run_inline(coro)
-        try:
-            running = asyncio.get_running_loop()
-        except RuntimeError:
-            running = None
-        if running is loop:
-            coro.close()
-            raise asyncio.InvalidStateError(
+        return wait_on_loop(
+            coro,
+            loop,
+            deadlock_message=(
                 f"RecordStore.sync.{name}() was called from the checkpointer's own event loop, "
                 f"which would deadlock; await RecordStore.{name}() instead"
-            )
-        return asyncio.run_coroutine_threadsafe(coro, loop).result()
+            ),
+        )
 
     # -- the API ------------------------------------------------------------------
     async def insert(self, kind: str, key: str, value: dict[str, Any], *, thread_id: str) -> bool:
