@@ -32,15 +32,11 @@ from pathlib import Path
 from typing import Annotated, Any, TypedDict
 
 import aiosqlite
-from langchain_core.callbacks import CallbackManagerForLLMRun
-from langchain_core.language_models import BaseChatModel
+from _agents import ScriptedBenchModel, ScriptedToolLoop, agent_loop, model_node
 from langchain_core.messages import AIMessage, AnyMessage, BaseMessage, HumanMessage, ToolMessage
-from langchain_core.outputs import ChatGeneration, ChatResult
-from langchain_core.runnables import Runnable
 from langchain_core.tools import BaseTool, tool
 from langgraph.channels.delta import DeltaChannel
-from langgraph.graph import END, START, StateGraph, add_messages
-from langgraph.prebuilt import ToolNode
+from langgraph.graph import add_messages
 
 from tether import open_checkpointer
 from tether.steps import ContextBuilder, durable_tool, recorded, transcript_channel
@@ -49,65 +45,35 @@ RESULT_BYTES = 2048
 SNAPSHOT_BYTES_NOTE = "DeltaChannel default snapshot_frequency=100"
 
 
-class ScriptedPager(BaseChatModel):
+class ScriptedPager(ScriptedToolLoop):
     """Scripted (fake) model: asks for page n+1 after reading page n, stops at ``steps``."""
 
-    steps: int
+    tool_name = "fetch"
+    argument = "page"
+    input_tokens = 50
+    output_tokens = 10
 
     @property
     def _llm_type(self) -> str:
         return "scripted-pager"
 
-    def _generate(
-        self,
-        messages: list[BaseMessage],
-        stop: list[str] | None = None,
-        run_manager: CallbackManagerForLLMRun | None = None,
-        **kwargs: Any,
-    ) -> ChatResult:
-        page = _last_page(messages)
-        if page >= self.steps:
-            reply = AIMessage(f"read {page} pages", usage_metadata=_usage())
-        else:
-            reply = AIMessage(
-                "",
-                tool_calls=[
-                    {
-                        "name": "fetch",
-                        "args": {"page": page + 1},
-                        "id": f"call_{page + 1}",
-                        "type": "tool_call",
-                    }
-                ],
-                usage_metadata=_usage(),
-            )
-        return ChatResult(generations=[ChatGeneration(message=reply)])
+    def _progress(self, messages: Sequence[BaseMessage]) -> int:
+        return _last_page(messages)
 
-    def bind_tools(self, tools: Any, **kwargs: Any) -> Runnable[Any, Any]:
-        return self
+    def _final(self, done: int) -> str:
+        return f"read {done} pages"
 
 
-class ScriptedSummarizer(BaseChatModel):
+class ScriptedSummarizer(ScriptedBenchModel):
     """Scripted (fake) summarizer: names the pages read so far."""
 
     @property
     def _llm_type(self) -> str:
         return "scripted-summarizer"
 
-    def _generate(
-        self,
-        messages: list[BaseMessage],
-        stop: list[str] | None = None,
-        run_manager: CallbackManagerForLLMRun | None = None,
-        **kwargs: Any,
-    ) -> ChatResult:
+    def _reply(self, messages: Sequence[BaseMessage]) -> AIMessage:
         pages = [int(p) for p in re.findall(r"page (\d+):", str(messages[-1].content))]
-        text = f"Pages 1 to {max(pages, default=0)} were read; nothing else matters."
-        return ChatResult(generations=[ChatGeneration(message=AIMessage(text))])
-
-
-def _usage() -> Any:
-    return {"input_tokens": 50, "output_tokens": 10, "total_tokens": 60}
+        return AIMessage(f"Pages 1 to {max(pages, default=0)} were read; nothing else matters.")
 
 
 def _last_page(messages: Sequence[BaseMessage]) -> int:
@@ -144,25 +110,10 @@ class TetherState(TypedDict):
     summary: str
 
 
-def _route(state: Any) -> str:
-    return "tools" if state["messages"][-1].tool_calls else END
-
-
 def langgraph_agent(state_type: type, steps: int, saver: Any) -> Any:
-    model = ScriptedPager(steps=steps)
     fetch: BaseTool = tool(fetch_page, parse_docstring=False)
     fetch.name = "fetch"
-
-    async def agent(state: Any) -> dict[str, Any]:
-        return {"messages": [await model.ainvoke(state["messages"])]}
-
-    builder: StateGraph[Any, Any, Any, Any] = StateGraph(state_type)
-    builder.add_node("agent", agent)
-    builder.add_node("tools", ToolNode([fetch]))
-    builder.add_edge(START, "agent")
-    builder.add_conditional_edges("agent", _route, ["tools", END])
-    builder.add_edge("tools", "agent")
-    return builder.compile(checkpointer=saver)
+    return agent_loop(state_type, model_node(ScriptedPager(steps=steps)), fetch, saver)
 
 
 def tether_agent(steps: int, saver: Any) -> Any:
@@ -175,13 +126,7 @@ def tether_agent(steps: int, saver: Any) -> Any:
         answer = await model.ainvoke(window.messages)
         return {"messages": [*window.removals, answer], **window.update}
 
-    builder = StateGraph(TetherState)
-    builder.add_node("agent", agent)
-    builder.add_node("tools", ToolNode([fetch]))
-    builder.add_edge(START, "agent")
-    builder.add_conditional_edges("agent", _route, ["tools", END])
-    builder.add_edge("tools", "agent")
-    return builder.compile(checkpointer=saver)
+    return agent_loop(TetherState, agent, fetch, saver)
 
 
 async def stored_bytes(db: Path) -> int:

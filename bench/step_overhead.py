@@ -21,59 +21,37 @@ import asyncio
 import statistics
 import tempfile
 import time
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Annotated, Any, TypedDict
 
-from langchain_core.callbacks import CallbackManagerForLLMRun
-from langchain_core.language_models import BaseChatModel
-from langchain_core.messages import AIMessage, AnyMessage, BaseMessage, HumanMessage, ToolMessage
-from langchain_core.outputs import ChatGeneration, ChatResult
+from _agents import ScriptedToolLoop, agent_loop, model_node
+from langchain_core.messages import AnyMessage, BaseMessage, HumanMessage, ToolMessage
 from langchain_core.runnables import Runnable
 from langchain_core.tools import BaseTool, StructuredTool
-from langgraph.graph import END, START, StateGraph, add_messages
-from langgraph.prebuilt import ToolNode
+from langgraph.graph import add_messages
 
 from tether import open_checkpointer
 from tether.steps import durable_tool, recorded
 
 
-class ScriptedCounter(BaseChatModel):
+class ScriptedCounter(ScriptedToolLoop):
     """Scripted (fake) model: calls ``lookup`` with the next number until ``steps``."""
 
-    steps: int
+    tool_name = "lookup"
+    argument = "item"
+    input_tokens = 40
+    output_tokens = 8
 
     @property
     def _llm_type(self) -> str:
         return "scripted-counter"
 
-    def _generate(
-        self,
-        messages: list[BaseMessage],
-        stop: list[str] | None = None,
-        run_manager: CallbackManagerForLLMRun | None = None,
-        **kwargs: Any,
-    ) -> ChatResult:
-        done = sum(isinstance(m, ToolMessage) for m in messages)
-        usage: Any = {"input_tokens": 40, "output_tokens": 8, "total_tokens": 48}
-        if done >= self.steps:
-            reply = AIMessage(f"looked up {done} items", usage_metadata=usage)
-        else:
-            reply = AIMessage(
-                "",
-                usage_metadata=usage,
-                tool_calls=[
-                    {
-                        "name": "lookup",
-                        "args": {"item": done + 1},
-                        "id": f"call_{done + 1}",
-                        "type": "tool_call",
-                    }
-                ],
-            )
-        return ChatResult(generations=[ChatGeneration(message=reply)])
+    def _progress(self, messages: Sequence[BaseMessage]) -> int:
+        return sum(isinstance(m, ToolMessage) for m in messages)
 
-    def bind_tools(self, tools: Any, **kwargs: Any) -> Runnable[Any, Any]:
-        return self
+    def _final(self, done: int) -> str:
+        return f"looked up {done} items"
 
 
 def lookup(item: int) -> str:
@@ -83,23 +61,6 @@ def lookup(item: int) -> str:
 
 class State(TypedDict):
     messages: Annotated[list[AnyMessage], add_messages]
-
-
-def agent_graph(model: Runnable[Any, Any], tool: BaseTool, saver: Any) -> Any:
-    async def agent(state: State) -> dict[str, Any]:
-        return {"messages": [await model.ainvoke(state["messages"])]}
-
-    def route(state: State) -> str:
-        last = state["messages"][-1]
-        return "tools" if isinstance(last, AIMessage) and last.tool_calls else END
-
-    builder = StateGraph(State)
-    builder.add_node("agent", agent)
-    builder.add_node("tools", ToolNode([tool]))
-    builder.add_edge(START, "agent")
-    builder.add_conditional_edges("agent", route, ["tools", END])
-    builder.add_edge("tools", "agent")
-    return builder.compile(checkpointer=saver)
 
 
 async def one_run(variant: str, steps: int, db: Path, url: str | None = None) -> float:
@@ -112,7 +73,7 @@ async def one_run(variant: str, steps: int, db: Path, url: str | None = None) ->
     thread = f"bench-{variant}-{db.stem}"
     config: Any = {"configurable": {"thread_id": thread}, "recursion_limit": 4 * steps + 10}
     async with open_checkpointer(url or f"sqlite:///{db}") as saver:
-        graph = agent_graph(model, tool, saver)
+        graph = agent_loop(State, model_node(model), tool, saver)
         started = time.perf_counter()
         result = await graph.ainvoke(
             {"messages": [HumanMessage("look everything up")]}, config, durability="sync"
