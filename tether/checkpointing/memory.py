@@ -7,8 +7,17 @@ from contextlib import asynccontextmanager
 from typing import Any
 
 from langgraph.checkpoint.memory import InMemorySaver
+from langgraph.constants import TASKS
 
-from tether.checkpointing.prune import check_prune_args
+from tether.checkpointing.prune import (
+    CheckpointRow,
+    check_prune_args,
+    latest_per_namespace,
+    plan_keep_latest,
+    refuse_delta_threads,
+    sends_parent_candidates,
+    uses_delta_channel,
+)
 from tether.checkpointing.url import CheckpointerURL
 from tether.errors import ConfigurationError
 
@@ -46,24 +55,66 @@ class MemorySaver(InMemorySaver):
                 self.blobs[(target_thread_id, ns, channel, version)] = blob
 
     def prune(self, thread_ids: Sequence[str], *, strategy: str = "keep_latest") -> None:
-        """Keep only the newest checkpoint per namespace, or delete everything.
+        """Delete threads, or keep each namespace's latest checkpoint.
+
+        ``"keep_latest"`` follows the rules in :mod:`tether.checkpointing.prune`,
+        the same on every backend.
 
         Args:
             thread_ids: Threads to prune.
             strategy: ``"keep_latest"`` or ``"delete"``.
+
+        Raises:
+            TypeError: ``thread_ids`` is a single string.
+            ConfigurationError: ``strategy`` is unknown.
+            NotImplementedError: ``"keep_latest"`` on a thread that uses a
+                ``DeltaChannel``; nothing is pruned then.
         """
-        for thread_id in check_prune_args(thread_ids, strategy):
-            if strategy == "delete":
+        threads = check_prune_args(thread_ids, strategy)
+        if strategy == "delete":
+            for thread_id in threads:
                 self.delete_thread(thread_id)
-                continue
-            for ns, checkpoints in self.storage.get(thread_id, {}).items():
-                if not checkpoints:
-                    continue
-                latest = max(checkpoints)
-                for checkpoint_id in [c for c in checkpoints if c != latest]:
-                    del checkpoints[checkpoint_id]
-                    self.writes.pop((thread_id, ns, checkpoint_id), None)
-            self._drop_unreferenced_blobs(thread_id)
+            return
+        rows = {t: self._prune_rows(t) for t in threads}
+        refuse_delta_threads(t for t, (_, delta) in rows.items() if delta)
+        for thread_id, (thread_rows, _) in rows.items():
+            if thread_rows:
+                self._keep_latest(thread_id, thread_rows)
+
+    def _prune_rows(self, thread_id: str) -> tuple[list[CheckpointRow], bool]:
+        """The thread's checkpoints as prune rows, and whether it uses a DeltaChannel."""
+        rows, delta = [], False
+        for ns, checkpoints in self.storage.get(thread_id, {}).items():
+            for checkpoint_id, (_, metadata_blob, parent_id) in checkpoints.items():
+                metadata = self.serde.loads_typed(metadata_blob)
+                delta = delta or uses_delta_channel(metadata)
+                rows.append(CheckpointRow.from_metadata(ns, checkpoint_id, parent_id, metadata))
+        return rows, delta
+
+    def _keep_latest(self, thread_id: str, rows: list[CheckpointRow]) -> None:
+        namespaces = self.storage[thread_id]
+        heads = latest_per_namespace(rows)
+        versions = {
+            ns: int(self.serde.loads_typed(namespaces[ns][h.checkpoint_id][0]).get("v", 4))
+            for ns, h in heads.items()
+        }
+        sends = {
+            ns: parent
+            for ns, parent in sends_parent_candidates(heads, versions).items()
+            if any(w[1] == TASKS for w in self.writes.get((thread_id, ns, parent), {}).values())
+        }
+        plan = plan_keep_latest(rows, sends)
+        for ns in plan.dropped_namespaces:
+            namespaces.pop(ns, None)
+            for key in [k for k in self.writes if k[0] == thread_id and k[1] == ns]:
+                del self.writes[key]
+        for ns, checkpoint_id in plan.deleted:
+            del namespaces[ns][checkpoint_id]
+            self.writes.pop((thread_id, ns, checkpoint_id), None)
+        for ns, checkpoint_id in plan.orphaned:
+            checkpoint_blob, metadata_blob, _ = namespaces[ns][checkpoint_id]
+            namespaces[ns][checkpoint_id] = (checkpoint_blob, metadata_blob, None)
+        self._drop_unreferenced_blobs(thread_id)
 
     def _drop_unreferenced_blobs(self, thread_id: str) -> None:
         live: set[tuple[str, str, str, str | int | float]] = set()

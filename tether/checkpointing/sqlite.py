@@ -2,12 +2,24 @@
 
 from __future__ import annotations
 
+import json
 from collections.abc import AsyncIterator, Sequence
 from contextlib import asynccontextmanager
 from typing import Any
 
+from langgraph.constants import TASKS
+
 from tether.checkpointing._bridge import SyncBridge
-from tether.checkpointing.prune import check_prune_args
+from tether.checkpointing.prune import (
+    DELTA_MARKERS,
+    CheckpointRow,
+    check_prune_args,
+    latest_per_namespace,
+    plan_keep_latest,
+    refuse_delta_threads,
+    sends_parent_candidates,
+    uses_delta_channel,
+)
 from tether.checkpointing.url import CheckpointerURL
 from tether.errors import BackendUnavailableError, ConfigurationError
 
@@ -28,6 +40,18 @@ DELETE FROM writes WHERE NOT EXISTS (
     WHERE c.thread_id = writes.thread_id AND c.checkpoint_ns = writes.checkpoint_ns
       AND c.checkpoint_id = writes.checkpoint_id)
 """
+
+# Threads whose metadata carries a DeltaChannel marker (json_type is NULL only
+# for a missing key, so a marker whose value is null still counts).
+_DELTA_THREADS = (
+    "SELECT DISTINCT thread_id FROM checkpoints WHERE thread_id IN ({marks}) AND ("
+    + " OR ".join(f"json_type(CAST(metadata AS TEXT), '$.{m}') IS NOT NULL" for m in DELTA_MARKERS)
+    + ")"
+)
+_ROWS = (
+    "SELECT checkpoint_ns, checkpoint_id, parent_checkpoint_id, metadata "
+    "FROM checkpoints WHERE thread_id = ?"
+)
 
 
 def _marks(values: Sequence[Any]) -> str:
@@ -77,11 +101,20 @@ class SqliteSaver(SyncBridge, AsyncSqliteSaver):
             await self.conn.commit()
 
     async def aprune(self, thread_ids: Sequence[str], *, strategy: str = "keep_latest") -> None:
-        """Keep only the newest checkpoint per namespace, or delete everything.
+        """Delete threads, or keep each namespace's latest checkpoint.
+
+        ``"keep_latest"`` follows the rules in :mod:`tether.checkpointing.prune`,
+        the same on every backend; each thread is pruned in one transaction.
 
         Args:
             thread_ids: Threads to prune.
             strategy: ``"keep_latest"`` or ``"delete"``.
+
+        Raises:
+            TypeError: ``thread_ids`` is a single string.
+            ConfigurationError: ``strategy`` is unknown.
+            NotImplementedError: ``"keep_latest"`` on a thread that uses a
+                ``DeltaChannel``; nothing is pruned then.
         """
         ids = check_prune_args(thread_ids, strategy)
         if not ids:
@@ -89,19 +122,78 @@ class SqliteSaver(SyncBridge, AsyncSqliteSaver):
         await self.setup()
         async with self.lock:
             if strategy == "delete":
+                for table in ("checkpoints", "writes"):
+                    await self.conn.execute(
+                        f"DELETE FROM {table} WHERE thread_id IN ({_marks(ids)})", ids
+                    )
+                await self.conn.commit()
+                return
+            async with self.conn.execute(_DELTA_THREADS.format(marks=_marks(ids)), ids) as cur:
+                refuse_delta_threads(row[0] for row in await cur.fetchall())
+            for thread_id in ids:
+                try:
+                    await self._keep_latest(thread_id)
+                except BaseException:
+                    await self.conn.rollback()
+                    raise
+                await self.conn.commit()
+
+    async def _keep_latest(self, thread_id: str) -> None:
+        """One thread's keep_latest, inside a transaction the caller ends."""
+        # BEGIN IMMEDIATE takes the write lock first, so the rows read are the rows pruned.
+        if not self.conn.in_transaction:
+            await self.conn.execute("BEGIN IMMEDIATE")
+        async with self.conn.execute(_ROWS, (thread_id,)) as cur:
+            found = await cur.fetchall()
+        if any(uses_delta_channel(_metadata(row[3])) for row in found):
+            refuse_delta_threads([thread_id])  # started using one since the batch check
+        rows = [
+            CheckpointRow.from_metadata(ns, cid, parent, _metadata(meta))
+            for ns, cid, parent, meta in found
+        ]
+        heads = latest_per_namespace(rows)
+        versions = {}
+        for ns, head in heads.items():
+            async with self.conn.execute(
+                "SELECT type, checkpoint FROM checkpoints "
+                "WHERE thread_id = ? AND checkpoint_ns = ? AND checkpoint_id = ?",
+                (thread_id, ns, head.checkpoint_id),
+            ) as cur:
+                found_head = await cur.fetchone()
+            checkpoint = self.serde.loads_typed(tuple(found_head)) if found_head else {}
+            versions[ns] = int(checkpoint.get("v", 4))
+        sends = {}
+        for ns, parent in sends_parent_candidates(heads, versions).items():
+            async with self.conn.execute(
+                "SELECT 1 FROM writes WHERE thread_id = ? AND checkpoint_ns = ? "
+                "AND checkpoint_id = ? AND channel = ? LIMIT 1",
+                (thread_id, ns, parent, TASKS),
+            ) as cur:
+                if await cur.fetchone():
+                    sends[ns] = parent
+        plan = plan_keep_latest(rows, sends)
+        for ns in plan.dropped_namespaces:
+            for table in ("checkpoints", "writes"):
                 await self.conn.execute(
-                    f"DELETE FROM checkpoints WHERE thread_id IN ({_marks(ids)})", ids
+                    f"DELETE FROM {table} WHERE thread_id = ? AND checkpoint_ns = ?",
+                    (thread_id, ns),
                 )
-            else:
-                await self.conn.execute(
-                    f"DELETE FROM checkpoints WHERE thread_id IN ({_marks(ids)}) "
-                    "AND checkpoint_id < (SELECT MAX(c.checkpoint_id) FROM checkpoints c "
-                    "WHERE c.thread_id = checkpoints.thread_id "
-                    "AND c.checkpoint_ns = checkpoints.checkpoint_ns)",
-                    ids,
-                )
-            await self.conn.execute(_DELETE_ORPHAN_WRITES)
-            await self.conn.commit()
+        for table in ("checkpoints", "writes"):
+            await self.conn.executemany(
+                f"DELETE FROM {table} WHERE thread_id = ? AND checkpoint_ns = ? "
+                "AND checkpoint_id = ?",
+                [(thread_id, ns, cid) for ns, cid in sorted(plan.deleted)],
+            )
+        await self.conn.executemany(
+            "UPDATE checkpoints SET parent_checkpoint_id = NULL "
+            "WHERE thread_id = ? AND checkpoint_ns = ? AND checkpoint_id = ?",
+            [(thread_id, ns, cid) for ns, cid in sorted(plan.orphaned)],
+        )
+
+
+def _metadata(raw: bytes | str | None) -> dict[str, Any]:
+    loaded = json.loads(raw) if raw else {}
+    return loaded if isinstance(loaded, dict) else {}
 
 
 @asynccontextmanager
