@@ -130,7 +130,8 @@ async def test_keep_latest_keeps_one_checkpoint_and_clears_its_parent(backend: B
         await graph.ainvoke({"notes": []}, config(tid))
         before = await stored(saver, tid)
         head = (await graph.aget_state(config(tid))).config["configurable"]["checkpoint_id"]
-        assert len(before) > 2 and before[("", head)] is not None
+        assert len(before) > 2
+        assert before[("", head)] is not None
 
         await saver.aprune([tid], strategy="keep_latest")
 
@@ -197,7 +198,8 @@ async def test_a_subgraph_call_goes_with_its_root_checkpoint(backend: Backend) -
         assert first["answer"] == "first"
         await graph.ainvoke({"answer": ""}, config(tid))  # second call, paused inside
         calls = sorted({ns for ns, _ in await stored(saver, tid) if ns})
-        assert len(calls) == 2 and all(ns.startswith("sub:") for ns in calls)
+        assert len(calls) == 2
+        assert all(ns.startswith("sub:") for ns in calls)
         live = (await graph.aget_state(config(tid), subgraphs=True)).tasks[0].state
         live_ns = live.config["configurable"]["checkpoint_ns"]  # type: ignore[union-attr]
 
@@ -212,9 +214,7 @@ async def test_a_subgraph_call_goes_with_its_root_checkpoint(backend: Backend) -
         assert final["answer"] == "second"
 
 
-async def _put(
-    saver: Saver, tid: str, parent: Any | None, v: int, step: int
-) -> Any:
+async def _put(saver: Saver, tid: str, parent: Any | None, v: int, step: int) -> Any:
     checkpoint = empty_checkpoint()
     checkpoint["v"] = v
     conf = parent if parent is not None else config(tid, "")
@@ -253,3 +253,22 @@ async def test_prune_arguments_are_checked_the_same_everywhere(backend: Backend)
             await saver.aprune([tid], strategy="newest")
         await saver.aprune([])
         assert len(await stored(saver, tid)) == count
+
+
+async def test_writes_of_a_checkpoint_not_saved_yet_survive(backend: Backend) -> None:
+    """A run saves a step's writes before its checkpoint; pruning in between keeps them."""
+    tid = f"pending-{uuid4()}"
+    async with backend.open() as saver:
+        first = await _put(saver, tid, None, 4, 0)
+        head = await _put(saver, tid, first, 4, 1)
+        upcoming = empty_checkpoint()
+        await saver.aput_writes(
+            config(tid, "", upcoming["id"]), [("notes", ["early"])], "task-early"
+        )
+
+        await saver.aprune([tid])
+
+        saved = await saver.aput(head, upcoming, {"source": "loop", "step": 2, "parents": {}}, {})
+        loaded = await saver.aget_tuple(saved)
+        assert loaded is not None
+        assert [(w[1], w[2]) for w in loaded.pending_writes or []] == [("notes", ["early"])]
