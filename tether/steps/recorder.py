@@ -152,30 +152,33 @@ class Recorder:
         return output
 
     # -- budget (interrupt() must run in the node's own context) --------------
+    @staticmethod
+    def _budget_writes(call: _Call, plan: _Plan) -> Iterator[Coroutine[Any, Any, None]]:
+        """Stop, or pause (interrupt) until a person extends the budget.
+
+        Yields the storage writes in order; the caller runs each before asking
+        for the next, so ``ask_for_more`` (and its ``interrupt``) runs in the
+        caller's own context, sync or async.
+        """
+        ledger, problem, rounds = plan.ledger, None, 0
+        while ledger is not None and ledger.exceeded():
+            key = f"{call.key}|{rounds}"
+            if problem is None:
+                yield budgets.record_exceeded(call.scope, ledger, key)
+            limits, problem = budgets.ask_for_more(call.scope, ledger, problem)
+            if limits is not None:
+                yield budgets.extend(call.scope, ledger, limits, key)
+                rounds += 1
+
     def _over_budget(
         self, call: _Call, plan: _Plan, run: Callable[[Coroutine[Any, Any, Any]], Any]
     ) -> None:
-        """Stop, or pause (interrupt) until a person extends the budget; see _aover_budget."""
-        ledger, problem, rounds = plan.ledger, None, 0
-        while ledger is not None and ledger.exceeded():
-            key = f"{call.key}|{rounds}"
-            if problem is None:
-                run(budgets.record_exceeded(call.scope, ledger, key))
-            limits, problem = budgets.ask_for_more(call.scope, ledger, problem)
-            if limits is not None:
-                run(budgets.extend(call.scope, ledger, limits, key))
-                rounds += 1
+        for write in self._budget_writes(call, plan):
+            run(write)
 
     async def _aover_budget(self, call: _Call, plan: _Plan) -> None:
-        ledger, problem, rounds = plan.ledger, None, 0
-        while ledger is not None and ledger.exceeded():
-            key = f"{call.key}|{rounds}"
-            if problem is None:
-                await budgets.record_exceeded(call.scope, ledger, key)
-            limits, problem = budgets.ask_for_more(call.scope, ledger, problem)
-            if limits is not None:
-                await budgets.extend(call.scope, ledger, limits, key)
-                rounds += 1
+        for write in self._budget_writes(call, plan):
+            await write
 
     # -- sync ------------------------------------------------------------------
     @staticmethod
