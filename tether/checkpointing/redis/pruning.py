@@ -2,26 +2,34 @@
 
 from __future__ import annotations
 
-from collections import defaultdict
 from collections.abc import Sequence
+from typing import Any
 
 import orjson
-from langgraph.checkpoint.redis.util import to_storage_safe_str
+from langgraph.checkpoint.redis.util import (
+    from_storage_safe_id,
+    from_storage_safe_str,
+    to_storage_safe_str,
+)
 from langgraph.constants import TASKS
 from redis.commands.search.document import Document
 
 # redisvl ships no type information (no py.typed marker).
 from redisvl.query.filter import Tag  # type: ignore[import-untyped]
 
-from tether.checkpointing.prune import check_prune_args
+from tether.checkpointing.prune import (
+    CheckpointRow,
+    check_prune_args,
+    latest_per_namespace,
+    plan_keep_latest,
+    refuse_delta_threads,
+    sends_parent_candidates,
+    uses_delta_channel,
+)
 from tether.checkpointing.redis.base import doc_field
 from tether.checkpointing.redis.deleting import Deleting
 
 __all__ = ["Pruning"]
-
-# Metadata keys LangGraph writes on threads that use a DeltaChannel, whose value
-# keep_latest could not rebuild once older checkpoints are gone.
-_DELTA_MARKERS = ("counters_since_delta_snapshot", "delta_writes_versioned")
 
 
 class Pruning(Deleting):
@@ -33,14 +41,9 @@ class Pruning(Deleting):
     ) -> None:
         """Prune the checkpoints of ``thread_ids``.
 
-        ``"delete"`` removes everything of the threads. ``"keep_latest"`` keeps
-        each namespace's latest checkpoint (plus its parent when it predates
-        checkpoint format v4 and has pending sends there) with its pending
-        writes, and deletes the rest. A kept checkpoint whose parent is deleted
-        is left with no parent. A subgraph call's namespace (one with ``:``) goes
-        with the root checkpoint the call started from, once that one is saved
-        and deleted. Pending writes of checkpoints not saved yet are kept: a run
-        saves them before its checkpoint.
+        ``"delete"`` removes everything of the threads. ``"keep_latest"``
+        follows the rules in :mod:`tether.checkpointing.prune`, the same on
+        every backend.
 
         Raises:
             TypeError: ``thread_ids`` is a single string.
@@ -64,75 +67,48 @@ class Pruning(Deleting):
             t: await self._search(self.checkpoints_index, self._thread_where(t), fields)
             for t in threads
         }
-        delta = sorted(
-            t
-            for t, docs in found.items()
-            for d in docs
-            if any(
-                m in orjson.loads(getattr(d, "$.metadata", "{}") or "{}") for m in _DELTA_MARKERS
-            )
+        refuse_delta_threads(
+            t for t, docs in found.items() for d in docs if uses_delta_channel(_metadata(d))
         )
-        if delta:
-            raise NotImplementedError(
-                f"keep_latest can't prune threads that use a DeltaChannel: "
-                f"{', '.join(dict.fromkeys(delta))}; use strategy='delete' or leave them"
-            )
         for thread_id, docs in found.items():
-            if docs:
-                await self._keep_latest(thread_id, docs)
+            await self._keep_latest(thread_id, docs)
 
     async def _keep_latest(self, thread_id: str, docs: list[Document]) -> None:
-        by_ns: dict[str, dict[str, Document]] = defaultdict(dict)
-        for doc in docs:
-            by_ns[doc_field(doc, "checkpoint_ns")][doc_field(doc, "checkpoint_id")] = doc
-        heads = {ns: ids[max(ids)] for ns, ids in by_ns.items()}
-        sends_from = await self._parents_with_sends(thread_id, heads)
-        kept = {
-            ns: {doc_field(h, "checkpoint_id")} | sends_from.get(ns, set())
-            for ns, h in heads.items()
+        # The rules are the shared planner's; this method only maps Redis documents to
+        # rows (real namespaces, so the planner can tell the root and subgraph calls
+        # apart) and the plan back to stored keys.
+        by_row = {
+            CheckpointRow.from_metadata(
+                from_storage_safe_str(doc_field(d, "checkpoint_ns")),
+                doc_field(d, "checkpoint_id"),
+                from_storage_safe_id(doc_field(d, "parent_checkpoint_id")) or None,
+                _metadata(d),
+            ): d
+            for d in docs
         }
-        root_ids, kept_roots = (
-            set(by_ns.get(to_storage_safe_str(""), {})),
-            kept.get(to_storage_safe_str(""), set()),
-        )
-        calls = set()
-        for ns, head in heads.items():
-            parents = orjson.loads(getattr(head, "$.metadata", "{}") or "{}").get("parents") or {}
-            root = parents.get("")
-            if ":" in ns and root in root_ids and root not in kept_roots:
-                calls.add(ns)
-        doomed = {
-            (ns, cid)
-            for ns, ids in by_ns.items()
-            for cid in ids
-            if ns in calls or cid not in kept[ns]
+        rows = list(by_row)
+        heads = latest_per_namespace(rows)
+        versions = {
+            ns: int(getattr(by_row[head], "$.checkpoint.v", 4) or 4) for ns, head in heads.items()
         }
-        if not doomed:
+        sends = await self._parents_with_sends(thread_id, sends_parent_candidates(heads, versions))
+        plan = plan_keep_latest(rows, sends)
+        if not plan:
             return
-        await self._delete_checkpoints(thread_id, doomed)
-        await self._unlink(self._make_redis_checkpoint_latest_key(thread_id, ns) for ns in calls)
-        orphans = [
-            kept_doc.id
-            for ns, ids in kept.items()
-            if ns not in calls
-            for cid in ids
-            if (kept_doc := by_ns[ns].get(cid)) is not None
-            and (ns, doc_field(kept_doc, "parent_checkpoint_id")) in doomed
-        ]
-        for key in orphans:
-            await self._redis.json().set(key, "$.parent_checkpoint_id", "")
-        await self._repoint_latest(thread_id, set(kept) - calls)
-
-    async def _parents_with_sends(
-        self, thread_id: str, heads: dict[str, Document]
-    ) -> dict[str, set[str]]:
-        """Per namespace, the head's parent when the head predates v4 and reads sends there."""
-        wanted = {
-            ns: parent
-            for ns, head in heads.items()
-            if (parent := doc_field(head, "parent_checkpoint_id"))
-            and int(getattr(head, "$.checkpoint.v", 4) or 4) < 4
+        stored = to_storage_safe_str
+        dropped = {stored(ns) for ns in plan.dropped_namespaces}
+        doomed = {(stored(ns), cid) for ns, cid in plan.deleted} | {
+            (stored(r.ns), r.checkpoint_id) for r in rows if r.ns in plan.dropped_namespaces
         }
+        await self._delete_checkpoints(thread_id, doomed)
+        await self._unlink(self._make_redis_checkpoint_latest_key(thread_id, ns) for ns in dropped)
+        keys = {(r.ns, r.checkpoint_id): d.id for r, d in by_row.items()}
+        for orphan in plan.orphaned:
+            await self._redis.json().set(keys[orphan], "$.parent_checkpoint_id", "")
+        await self._repoint_latest(thread_id, {stored(ns) for ns in heads} - dropped)
+
+    async def _parents_with_sends(self, thread_id: str, wanted: dict[str, str]) -> dict[str, str]:
+        """Of the candidate parents (per namespace), those holding pending sends."""
         if not wanted:
             return {}
         sends = await self._search(
@@ -142,5 +118,13 @@ class Pruning(Deleting):
             & (Tag("checkpoint_id") == sorted(set(wanted.values()))),
             ["checkpoint_ns", "checkpoint_id"],
         )
-        have = {(doc_field(d, "checkpoint_ns"), doc_field(d, "checkpoint_id")) for d in sends}
-        return {ns: {parent} for ns, parent in wanted.items() if (ns, parent) in have}
+        have = {
+            (from_storage_safe_str(doc_field(d, "checkpoint_ns")), doc_field(d, "checkpoint_id"))
+            for d in sends
+        }
+        return {ns: parent for ns, parent in wanted.items() if (ns, parent) in have}
+
+
+def _metadata(doc: Document) -> dict[str, Any]:
+    loaded: dict[str, Any] = orjson.loads(getattr(doc, "$.metadata", "{}") or "{}")
+    return loaded
