@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import contextvars
 from dataclasses import dataclass
 from typing import Any
 
@@ -14,14 +13,10 @@ from langgraph._internal._constants import (
 )
 from langgraph.checkpoint.base import BaseCheckpointSaver
 
+from tether._tool_calls import current_tool_call_id
 from tether.approvals.errors import ApprovalConfigError
 
-__all__ = ["StepContext", "current_tool_call_id", "step_context"]
-
-# Set by a gated tool while it runs, so its approval id is keyed by the tool call.
-current_tool_call_id: contextvars.ContextVar[str | None] = contextvars.ContextVar(
-    "tether_tool_call_id", default=None
-)
+__all__ = ["StepContext", "step_context"]
 
 
 @dataclass(frozen=True)
@@ -58,5 +53,5 @@ def step_context(config: RunnableConfig) -> StepContext:
         task_id=str(conf.get(CONFIG_KEY_TASK_ID, "")),
         node=str(metadata.get("langgraph_node", "")),
         checkpointer=checkpointer,
-        tool_call_id=current_tool_call_id.get(),
+        tool_call_id=current_tool_call_id(),
     )

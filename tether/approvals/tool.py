@@ -29,7 +29,7 @@ from langchain_core.runnables import RunnableConfig
 from langchain_core.tools import BaseTool
 from pydantic import BaseModel, ConfigDict
 
-from tether.approvals.context import current_tool_call_id
+from tether._tool_calls import current_tool_call_id, running_tool_call
 from tether.approvals.errors import ApprovalConfigError
 from tether.approvals.gate import arequest_approval, request_approval
 from tether.approvals.outcome import ApprovalOutcome
@@ -96,19 +96,13 @@ class ApprovalGatedTool(BaseTool):
     # -- tool call id: keyed approvals -------------------------------------------------
     def invoke(self, input: Any, config: RunnableConfig | None = None, **kwargs: Any) -> Any:
         """Run the tool (capturing the tool call id that keys the approval)."""
-        token = current_tool_call_id.set(_call_id(input))
-        try:
+        with running_tool_call(input):
             return super().invoke(input, config, **kwargs)
-        finally:
-            current_tool_call_id.reset(token)
 
     async def ainvoke(self, input: Any, config: RunnableConfig | None = None, **kwargs: Any) -> Any:
         """Async twin of :meth:`invoke`."""
-        token = current_tool_call_id.set(_call_id(input))
-        try:
+        with running_tool_call(input):
             return await super().ainvoke(input, config, **kwargs)
-        finally:
-            current_tool_call_id.reset(token)
 
     # -- the gate ----------------------------------------------------------------------
     def _gate_kwargs(self, args: dict[str, Any], config: RunnableConfig) -> dict[str, Any]:
@@ -144,7 +138,7 @@ class ApprovalGatedTool(BaseTool):
         if outcome.stop:
             return ToolMessage(
                 content=body,
-                tool_call_id=current_tool_call_id.get() or outcome.approval_id,
+                tool_call_id=current_tool_call_id() or outcome.approval_id,
                 name=self.name,
                 artifact={STOP_ARTIFACT: True, "approval_id": outcome.approval_id},
             )
@@ -165,12 +159,6 @@ class ApprovalGatedTool(BaseTool):
         if outcome.args is None:
             return self._settled(outcome)
         return _annotate(await self._target(outcome).ainvoke(outcome.args, config), outcome)
-
-
-def _call_id(input: Any) -> str | None:
-    if isinstance(input, dict) and input.get("type") == "tool_call":
-        return str(input.get("id")) if input.get("id") else None
-    return None
 
 
 def _bind(reader: Callable[[dict[str, Any]], Any], args: dict[str, Any]) -> Callable[[], Any]:

@@ -16,7 +16,6 @@ nothing, or it was declared ``safe_to_retry``. Otherwise tether refuses with
 
 from __future__ import annotations
 
-import contextvars
 import hashlib
 import inspect
 import json
@@ -32,6 +31,7 @@ from langchain_core.tools import BaseTool, StructuredTool
 from langchain_core.utils.function_calling import convert_to_openai_tool
 from pydantic import ConfigDict
 
+from tether._tool_calls import current_tool_call_id, running_tool_call
 from tether.crashtest.points import crash_point
 from tether.steps.codec import canonical_hash, decode_output, encode_output
 from tether.steps.errors import NonDeterminismError, StepsError, ToolOutcomeUnknownError
@@ -51,9 +51,6 @@ from tether.steps.versions import ensure_pins
 __all__ = ["DurableTool", "ReconcileResult", "durable_tool", "idempotency_key"]
 
 T = TypeVar("T")
-_tool_call_id: contextvars.ContextVar[str | None] = contextvars.ContextVar(
-    "tether_tool_call_id", default=None
-)
 
 
 @dataclass(frozen=True)
@@ -83,23 +80,17 @@ class DurableTool(BaseTool):
 
     # -- entry points: remember the model's tool-call id for the step key -------
     def invoke(self, input: Any, config: RunnableConfig | None = None, **kwargs: Any) -> Any:
-        token = _tool_call_id.set(input.get("id") if _is_tool_call(input) else None)
-        try:
+        with running_tool_call(input):
             return super().invoke(input, config, **kwargs)
-        finally:
-            _tool_call_id.reset(token)
 
     async def ainvoke(self, input: Any, config: RunnableConfig | None = None, **kwargs: Any) -> Any:
-        token = _tool_call_id.set(input.get("id") if _is_tool_call(input) else None)
-        try:
+        with running_tool_call(input):
             return await super().ainvoke(input, config, **kwargs)
-        finally:
-            _tool_call_id.reset(token)
 
     # -- the protocol (one async implementation) ----------------------------------
     def _call(self, scope: NodeScope, args: dict[str, Any]) -> _Call:
         args_hash = canonical_hash(args)
-        call_id = _tool_call_id.get()
+        call_id = current_tool_call_id()
         suffix = (
             f"tool.{self.name}.{call_id}"
             if call_id
@@ -301,10 +292,6 @@ class DurableTool(BaseTool):
 
 def _is_async(func: Any) -> bool:
     return not isinstance(func, BaseTool) and inspect.iscoroutinefunction(func)
-
-
-def _is_tool_call(value: Any) -> bool:
-    return isinstance(value, dict) and value.get("type") == "tool_call" and "args" in value
 
 
 def _as_tool(func_or_tool: Any, name: str | None) -> BaseTool:
