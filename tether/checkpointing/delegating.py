@@ -8,9 +8,7 @@ saver's own sync bridge, so there is still one implementation per operation.
 
 from __future__ import annotations
 
-import asyncio
 from collections.abc import AsyncIterator, Coroutine, Iterator, Mapping, Sequence
-from concurrent.futures import ThreadPoolExecutor
 from typing import Any, TypeVar
 
 from langchain_core.runnables import RunnableConfig
@@ -23,7 +21,7 @@ from langgraph.checkpoint.base import (
     DeltaChannelHistory,
 )
 
-from tether._loops import wait_on_loop
+from tether._loops import shared_loop, wait_on_loop
 from tether.checkpointing._bridge import _deadlock_message
 
 __all__ = ["DelegatingSaver", "innermost"]
@@ -117,11 +115,8 @@ class DelegatingSaver(BaseCheckpointSaver[Any]):
     # Going through the a* methods (not inner's sync ones) keeps a subclass's
     # transformation on the sync path too.
     def _call(self, coro: Coroutine[Any, Any, T], name: str) -> T:
-        loop = self.loop
-        if loop is None:
-            # The in-memory saver has no loop; its coroutines never wait on I/O.
-            with ThreadPoolExecutor(max_workers=1) as pool:
-                return pool.submit(asyncio.run, coro).result()
+        # The in-memory saver has no loop of its own; its calls take the shared one.
+        loop = self.loop or shared_loop()
         return wait_on_loop(coro, loop, deadlock_message=_deadlock_message(self, name))
 
     def get_tuple(self, config: RunnableConfig) -> CheckpointTuple | None:

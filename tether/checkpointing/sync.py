@@ -9,40 +9,16 @@ operation, and sync code works even where an event loop is already running
 
 from __future__ import annotations
 
-import asyncio
-import threading
-from collections.abc import Coroutine, Iterator
+from collections.abc import Iterator
 from contextlib import AbstractAsyncContextManager, contextmanager
-from typing import Any, TypeVar
+from typing import Any
 
 from langgraph.checkpoint.base import BaseCheckpointSaver
 
+from tether._loops import LoopThread
 from tether.checkpointing.opener import open_checkpointer
 
 __all__ = ["open_checkpointer_sync"]
-
-T = TypeVar("T")
-
-
-class _LoopThread:
-    """An event loop running forever in a daemon thread until :meth:`close`."""
-
-    def __init__(self) -> None:
-        self.loop = asyncio.new_event_loop()
-        self._thread = threading.Thread(target=self._run, name="tether-checkpointer", daemon=True)
-        self._thread.start()
-
-    def _run(self) -> None:
-        asyncio.set_event_loop(self.loop)
-        self.loop.run_forever()
-
-    def call(self, coro: Coroutine[Any, Any, T]) -> T:
-        return asyncio.run_coroutine_threadsafe(coro, self.loop).result()
-
-    def close(self) -> None:
-        self.loop.call_soon_threadsafe(self.loop.stop)
-        self._thread.join()
-        self.loop.close()
 
 
 @contextmanager
@@ -53,7 +29,7 @@ def open_checkpointer_sync(url: str, **options: Any) -> Iterator[BaseCheckpointS
     :func:`tether.open_checkpointer`. Do not call the saver's sync methods from
     the saver's own loop; from ``async`` code use ``open_checkpointer`` instead.
     """
-    runner = _LoopThread()
+    runner = LoopThread("tether-checkpointer")
     try:
         manager: AbstractAsyncContextManager[BaseCheckpointSaver[Any]] = open_checkpointer(
             url, **options
