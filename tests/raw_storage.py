@@ -50,9 +50,12 @@ async def _postgres_rows(url: str) -> list[str]:
 
     rows: list[str] = []
     async with await psycopg.AsyncConnection.connect(url, autocommit=True) as conn:
-        cur = await conn.execute("SELECT tablename FROM pg_tables WHERE schemaname = 'public'")
-        for (table,) in await cur.fetchall():
-            cur = await conn.execute(f'SELECT t::text FROM "{table}" t')
+        cur = await conn.execute(
+            "SELECT schemaname, tablename FROM pg_tables "
+            "WHERE schemaname NOT IN ('pg_catalog', 'information_schema')"
+        )
+        for schema, table in await cur.fetchall():
+            cur = await conn.execute(f'SELECT t::text FROM "{schema}"."{table}" t')
             rows += [f"{table}: {r[0]}" for r in await cur.fetchall()]
     return rows
 
@@ -84,5 +87,5 @@ async def _redis_value(client: Any, key: bytes) -> Any:
     kind = (await client.type(key)).decode()
     reader = _REDIS_READERS.get(kind)
     if reader is None:
-        return f"<{kind}>"
+        raise AssertionError(f"unexpected Redis type {kind} at {key!r}")
     return await reader(client, key)

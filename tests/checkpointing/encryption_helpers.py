@@ -14,6 +14,7 @@ from langgraph.graph.message import add_messages
 from langgraph.types import Command, interrupt
 
 from tests.backends import Backend
+from tests.raw_storage import raw_dump
 from tether.checkpointing.delegating import innermost
 from tether.checkpointing.encryption import KeyRing
 
@@ -130,52 +131,6 @@ async def raw_storage(backend: Backend, saver: BaseCheckpointSaver[Any]) -> byte
         path = Path(backend.url.removeprefix("sqlite:///"))
         files = [path, path.with_name(path.name + "-wal")]
         return b"".join(p.read_bytes() for p in files if p.exists())
-    if backend.name == "postgres":
-        return await _postgres_text(backend.url)
-    return await _redis_values(backend)
-
-
-async def _postgres_text(url: str) -> bytes:
-    import psycopg
-
-    out: list[str] = []
-    async with await psycopg.AsyncConnection.connect(url, autocommit=True) as conn:
-        cur = await conn.execute(
-            "SELECT schemaname, tablename FROM pg_tables "
-            "WHERE schemaname NOT IN ('pg_catalog', 'information_schema')"
-        )
-        for schema, table in await cur.fetchall():
-            rows = await conn.execute(f'SELECT t::text FROM "{schema}"."{table}" t')
-            out += [f"{table}: {r[0]}" for r in await rows.fetchall()]
-    assert out, "the Postgres database holds no rows at all"
-    return "\n".join(out).encode()
-
-
-async def _redis_values(backend: Backend) -> bytes:
-    from redis.asyncio import Redis
-
-    client = Redis.from_url(backend.url)
-    out: list[bytes] = []
-    try:
-        async for key in client.scan_iter(match=f"{backend.key_prefix}*", count=1000):
-            found = await client.type(key)
-            kind = found.decode() if isinstance(found, bytes) else found
-            if kind == "string":
-                value: Any = await client.get(key)
-            elif kind == "hash":
-                value = await client.hgetall(key)
-            elif kind == "zset":
-                value = await client.zrange(key, 0, -1, withscores=True)
-            elif kind == "list":
-                value = await client.lrange(key, 0, -1)
-            elif kind == "set":
-                value = await client.smembers(key)
-            elif kind == "ReJSON-RL":
-                value = await client.execute_command("JSON.GET", key)
-            else:
-                raise AssertionError(f"unexpected Redis type {kind} at {key!r}")
-            out.append(key + b" " + repr(value).encode())
-    finally:
-        await client.aclose()
-    assert out, "no Redis key under the test's prefix"
-    return b"\n".join(out)
+    rows = await raw_dump(backend, saver)
+    assert rows, f"the {backend.name} test storage holds nothing at all"
+    return "\n".join(rows).encode()
