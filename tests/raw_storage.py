@@ -8,13 +8,21 @@ from langgraph.checkpoint.base import BaseCheckpointSaver
 
 from tests.backends import Backend
 from tether.checkpointing.delegating import innermost
+from tether.store import store_for
 
 
 async def raw_dump(backend: Backend, saver: BaseCheckpointSaver[Any]) -> list[str]:
     """Every stored row or key of this test's backend, each rendered as text."""
     inner = innermost(saver)
     if backend.name == "memory":
-        stores = (inner.storage, inner.writes, inner.blobs)  # type: ignore[attr-defined]
+        records = store_for(inner)._driver
+        stores = (
+            inner.storage,  # type: ignore[attr-defined]
+            inner.writes,  # type: ignore[attr-defined]
+            inner.blobs,  # type: ignore[attr-defined]
+            records._records,  # type: ignore[attr-defined]
+            records._steps,  # type: ignore[attr-defined]
+        )
         return [f"{k!r}={v!r}" for store in stores for k, v in _flatten(store)]
     if backend.name == "sqlite":
         return await _sqlite_rows(inner)

@@ -9,6 +9,7 @@ from typing import Any
 from langgraph.checkpoint.memory import InMemorySaver
 from langgraph.constants import TASKS
 
+from tether.checkpointing.cascade import check_run_ids
 from tether.checkpointing.prune import (
     CheckpointRow,
     check_prune_args,
@@ -30,9 +31,21 @@ class MemorySaver(InMemorySaver):
     State lives in this process only; use it for tests and notebooks.
     """
 
+    def delete_thread(self, thread_id: str) -> None:
+        """Delete the thread's checkpoints, writes and blobs, then tether's records of it."""
+        from tether.store import store_for  # the store layer sits above the savers
+
+        super().delete_thread(thread_id)
+        store_for(self).sync.delete_thread(str(thread_id))
+
     def delete_for_runs(self, run_ids: Sequence[str]) -> None:
-        """Delete every checkpoint (and its writes) whose metadata ``run_id`` is listed."""
-        wanted = set(run_ids)
+        """Delete every checkpoint (and its writes) whose metadata ``run_id`` is listed.
+
+        Records and steps those runs wrote go too.
+        """
+        from tether.store import store_for
+
+        wanted = set(check_run_ids(run_ids))
         if not wanted:
             return
         for thread_id, namespaces in list(self.storage.items()):
@@ -42,6 +55,7 @@ class MemorySaver(InMemorySaver):
                     if metadata.get("run_id") in wanted:
                         del checkpoints[checkpoint_id]
                         self.writes.pop((thread_id, ns, checkpoint_id), None)
+        store_for(self).sync.delete_runs(sorted(wanted))
 
     def copy_thread(self, source_thread_id: str, target_thread_id: str) -> None:
         """Copy every checkpoint, write and blob of one thread to another."""
@@ -125,6 +139,9 @@ class MemorySaver(InMemorySaver):
                     live.add((thread_id, ns, channel, version))
         for key in [k for k in self.blobs if k[0] == thread_id and k not in live]:
             del self.blobs[key]
+
+    async def adelete_thread(self, thread_id: str) -> None:
+        self.delete_thread(thread_id)
 
     async def adelete_for_runs(self, run_ids: Sequence[str]) -> None:
         self.delete_for_runs(run_ids)

@@ -9,6 +9,12 @@ from contextlib import asynccontextmanager
 from typing import Any
 
 from tether.checkpointing._bridge import SyncBridge
+from tether.checkpointing.cascade import (
+    check_run_ids,
+    delete_records_of_runs,
+    delete_records_of_threads,
+)
+from tether.checkpointing.prune import check_prune_args
 from tether.checkpointing.url import CheckpointerURL, redact
 from tether.errors import BackendUnavailableError, ConfigurationError, MissingDependencyError
 
@@ -61,9 +67,7 @@ class PostgresSaver(SyncBridge, AsyncPostgresSaver):
 
     async def adelete_for_runs(self, run_ids: Sequence[str]) -> None:
         """Delete every checkpoint (and its writes and unshared blobs) of the listed runs."""
-        if isinstance(run_ids, str):
-            raise TypeError("run_ids must be a sequence of run ids, not a single str")
-        ids = [str(r) for r in run_ids]
+        ids = check_run_ids(run_ids)
         if not ids:
             return
         async with self._cursor() as cur, cur.connection.transaction():
@@ -75,6 +79,19 @@ class PostgresSaver(SyncBridge, AsyncPostgresSaver):
             if threads:
                 await cur.execute(_DELETE_ORPHAN_WRITES, (threads,))
                 await cur.execute(_DELETE_ORPHAN_BLOBS, (threads,))
+        await delete_records_of_runs(self, ids)
+
+    async def adelete_thread(self, thread_id: str) -> None:
+        """Delete the thread's checkpoints, blobs and writes, then tether's records of it."""
+        await super().adelete_thread(thread_id)
+        await delete_records_of_threads(self, [thread_id])
+
+    async def aprune(self, thread_ids: Sequence[str], *, strategy: str = "keep_latest") -> None:
+        """Upstream's prune; with ``strategy="delete"`` tether's records of the threads go too."""
+        ids = check_prune_args(thread_ids, strategy)
+        await super().aprune(ids, strategy=strategy)
+        if strategy == "delete":
+            await delete_records_of_threads(self, ids)
 
     async def acopy_thread(self, source_thread_id: str, target_thread_id: str) -> None:
         """Copy every checkpoint, blob and write of one thread to another, atomically."""

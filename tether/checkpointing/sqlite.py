@@ -10,6 +10,11 @@ from typing import Any
 from langgraph.constants import TASKS
 
 from tether.checkpointing._bridge import SyncBridge
+from tether.checkpointing.cascade import (
+    check_run_ids,
+    delete_records_of_runs,
+    delete_records_of_threads,
+)
 from tether.checkpointing.prune import (
     DELTA_MARKERS,
     CheckpointRow,
@@ -67,7 +72,7 @@ class SqliteSaver(SyncBridge, AsyncSqliteSaver):
 
     async def adelete_for_runs(self, run_ids: Sequence[str]) -> None:
         """Delete every checkpoint (and its writes) whose metadata ``run_id`` is listed."""
-        ids = [str(r) for r in run_ids]
+        ids = check_run_ids(run_ids)
         if not ids:
             return
         await self.setup()
@@ -79,6 +84,12 @@ class SqliteSaver(SyncBridge, AsyncSqliteSaver):
             )
             await self.conn.execute(_DELETE_ORPHAN_WRITES)
             await self.conn.commit()
+        await delete_records_of_runs(self, ids)
+
+    async def adelete_thread(self, thread_id: str) -> None:
+        """Delete the thread's checkpoints and writes, then tether's records of it."""
+        await super().adelete_thread(thread_id)
+        await delete_records_of_threads(self, [thread_id])
 
     async def acopy_thread(self, source_thread_id: str, target_thread_id: str) -> None:
         """Copy every checkpoint and write of one thread to another, in one transaction."""
@@ -120,14 +131,16 @@ class SqliteSaver(SyncBridge, AsyncSqliteSaver):
         if not ids:
             return
         await self.setup()
-        async with self.lock:
-            if strategy == "delete":
+        if strategy == "delete":
+            async with self.lock:
                 for table in ("checkpoints", "writes"):
                     await self.conn.execute(
                         f"DELETE FROM {table} WHERE thread_id IN ({_marks(ids)})", ids
                     )
                 await self.conn.commit()
-                return
+            await delete_records_of_threads(self, ids)
+            return
+        async with self.lock:
             async with self.conn.execute(_DELTA_THREADS.format(marks=_marks(ids)), ids) as cur:
                 refuse_delta_threads(row[0] for row in await cur.fetchall())
             for thread_id in ids:

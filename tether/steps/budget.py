@@ -19,6 +19,7 @@ from langgraph.types import interrupt
 from tether.steps.errors import BudgetExceededError
 from tether.steps.log import scope_step
 from tether.steps.scope import BUDGET_KEY, NodeScope
+from tether.store.ownership import on_forget
 
 __all__ = ["Budget", "Ledger", "Price", "with_budget"]
 
@@ -101,6 +102,16 @@ class Ledger:
 
 _ledgers: dict[tuple[int, str], Ledger] = {}
 _ledgers_lock = threading.Lock()
+
+
+def _forget_ledgers(threads: frozenset[str] | None) -> None:
+    """Drop cached ledgers whose records were deleted (all of them if unknown)."""
+    with _ledgers_lock:
+        for key in [k for k in _ledgers if threads is None or k[1] in threads]:
+            del _ledgers[key]
+
+
+on_forget(_forget_ledgers)
 
 
 async def ledger_for(scope: NodeScope) -> Ledger | None:

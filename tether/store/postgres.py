@@ -31,8 +31,16 @@ _SCHEMA = (
         idx INTEGER NOT NULL,
         value TEXT NOT NULL,
         PRIMARY KEY (thread_id, idx))""",
+    # Records and steps carry the run that wrote them, for delete_for_runs;
+    # rows written before this have NULL (no run).
+    "ALTER TABLE tether_records ADD COLUMN IF NOT EXISTS run_id TEXT",
+    "ALTER TABLE tether_steps ADD COLUMN IF NOT EXISTS run_id TEXT",
+    "CREATE INDEX IF NOT EXISTS tether_records_run ON tether_records (run_id) "
+    "WHERE run_id IS NOT NULL",
+    "CREATE INDEX IF NOT EXISTS tether_steps_run ON tether_steps (run_id) WHERE run_id IS NOT NULL",
 )
-_COLUMNS = "kind, key, thread_id, value, created_at"
+_COLUMNS = "kind, key, thread_id, value, created_at, run_id"
+_INSERT = f"INSERT INTO tether_records ({_COLUMNS}) VALUES (%s, %s, %s, %s, %s, %s) "
 # Serialises schema creation across processes (CREATE ... IF NOT EXISTS can race).
 _SETUP_LOCK = 0x7E7E_5701
 
@@ -56,16 +64,25 @@ async def _append(cur: Any, thread_id: str, step: StepPayload) -> int:
     row = await cur.fetchone()
     index = int(row["next"])
     await cur.execute(
-        "INSERT INTO tether_steps (thread_id, idx, value) VALUES (%s, %s, %s)",
-        (thread_id, index, step.encode(index)),
+        "INSERT INTO tether_steps (thread_id, idx, value, run_id) VALUES (%s, %s, %s, %s)",
+        (thread_id, index, step.encode(index), step.run_id),
     )
     return index
 
 
 def _raw(row: dict[str, Any]) -> RawRecord:
     return RawRecord(
-        row["kind"], row["key"], row["thread_id"], row["value"], float(row["created_at"])
+        row["kind"],
+        row["key"],
+        row["thread_id"],
+        row["value"],
+        float(row["created_at"]),
+        row["run_id"],
     )
+
+
+def _params(raw: RawRecord) -> tuple[Any, ...]:
+    return (raw.kind, raw.key, raw.thread_id, raw.payload, raw.created_at, raw.run_id)
 
 
 class PostgresDriver:
@@ -109,18 +126,15 @@ class PostgresDriver:
     async def insert(self, raw: RawRecord) -> bool:
         async with self._cursor() as cur:
             await cur.execute(
-                f"INSERT INTO tether_records ({_COLUMNS}) VALUES (%s, %s, %s, %s, %s) "
-                "ON CONFLICT (kind, key) DO NOTHING RETURNING seq",
-                (raw.kind, raw.key, raw.thread_id, raw.payload, raw.created_at),
+                _INSERT + "ON CONFLICT (kind, key) DO NOTHING RETURNING seq", _params(raw)
             )
             return await cur.fetchone() is not None
 
     async def upsert(self, raw: RawRecord) -> None:
         async with self._cursor() as cur:
             await cur.execute(
-                f"INSERT INTO tether_records ({_COLUMNS}) VALUES (%s, %s, %s, %s, %s) "
-                "ON CONFLICT (kind, key) DO UPDATE SET value = excluded.value",
-                (raw.kind, raw.key, raw.thread_id, raw.payload, raw.created_at),
+                _INSERT + "ON CONFLICT (kind, key) DO UPDATE SET value = excluded.value",
+                _params(raw),
             )
 
     async def get(self, kind: str, key: str) -> RawRecord | None:
@@ -150,9 +164,7 @@ class PostgresDriver:
         conflict = "DO UPDATE SET value = excluded.value" if replace else "DO NOTHING"
         async with self._cursor() as cur, cur.connection.transaction():
             await cur.execute(
-                f"INSERT INTO tether_records ({_COLUMNS}) VALUES (%s, %s, %s, %s, %s) "
-                f"ON CONFLICT (kind, key) {conflict} RETURNING seq",
-                (raw.kind, raw.key, raw.thread_id, raw.payload, raw.created_at),
+                _INSERT + f"ON CONFLICT (kind, key) {conflict} RETURNING seq", _params(raw)
             )
             if await cur.fetchone() is None:
                 return None
@@ -171,3 +183,8 @@ class PostgresDriver:
         async with self._cursor() as cur, cur.connection.transaction():
             await cur.execute("DELETE FROM tether_records WHERE thread_id = %s", (thread_id,))
             await cur.execute("DELETE FROM tether_steps WHERE thread_id = %s", (thread_id,))
+
+    async def delete_runs(self, run_ids: builtins.list[str]) -> None:
+        async with self._cursor() as cur, cur.connection.transaction():
+            await cur.execute("DELETE FROM tether_records WHERE run_id = ANY(%s)", (run_ids,))
+            await cur.execute("DELETE FROM tether_steps WHERE run_id = ANY(%s)", (run_ids,))

@@ -21,6 +21,8 @@ from typing import Any, Protocol, TypeVar
 
 from tether._loops import wait_on_loop
 from tether.errors import TetherError
+from tether.store.ownership import forget as _forget
+from tether.store.ownership import resolve_run_id as _run
 
 __all__ = [
     "Cipher",
@@ -60,6 +62,8 @@ class Record:
         thread_id: The thread the record belongs to (deleted with it).
         value: The JSON document.
         created_at: Unix time of the first write.
+        run_id: The run that wrote it (deleted with the run's checkpoints by
+            ``delete_for_runs``), or ``None`` outside a run.
     """
 
     kind: str
@@ -67,6 +71,7 @@ class Record:
     thread_id: str
     value: dict[str, Any]
     created_at: float
+    run_id: str | None = None
 
 
 @dataclass(frozen=True)
@@ -78,6 +83,7 @@ class RawRecord:
     thread_id: str
     payload: str
     created_at: float
+    run_id: str | None = None
 
 
 @dataclass(frozen=True)
@@ -88,10 +94,12 @@ class StepPayload:
         encode: The stored text for a given index (ciphertexts are bound to it).
         fixed: The stored text when it does not depend on the index (no
             encryption), so a driver may assign the index inside one statement.
+        run_id: The run that appended it, or ``None`` outside a run.
     """
 
     encode: Callable[[int], str]
     fixed: str | None
+    run_id: str | None = None
 
 
 class RecordDriver(Protocol):
@@ -112,6 +120,8 @@ class RecordDriver(Protocol):
     async def steps(self, thread_id: str) -> builtins.list[tuple[int, str]]: ...
 
     async def delete_thread(self, thread_id: str) -> None: ...
+
+    async def delete_runs(self, run_ids: builtins.list[str]) -> None: ...
 
     async def put_with_step(
         self, raw: RawRecord, replace: bool, step: StepPayload
@@ -187,17 +197,16 @@ class RecordStore:
         plain: dict[str, Any] = json.loads(payload)
         return plain
 
-    def _step(self, thread: str, step: dict[str, Any]) -> StepPayload:
+    def _step(self, thread: str, step: dict[str, Any], run_id: str | None) -> StepPayload:
         plain = self._encode(step, "")  # also refuses bad input before anything is written
         if self._cipher is None:
-            return StepPayload(lambda index: plain, plain)
-        return StepPayload(lambda index: self._encode(step, f"{thread}|step|{index}"), None)
+            return StepPayload(lambda index: plain, plain, run_id)
+        return StepPayload(lambda index: self._encode(step, f"{thread}|step|{index}"), None, run_id)
 
     def _record(self, raw: RawRecord) -> Record:
         aad = f"{raw.thread_id}|{raw.kind}|{raw.key}"
-        return Record(
-            raw.kind, raw.key, raw.thread_id, self._decode(raw.payload, aad), raw.created_at
-        )
+        value = self._decode(raw.payload, aad)
+        return Record(raw.kind, raw.key, raw.thread_id, value, raw.created_at, raw.run_id)
 
     # -- loop bridging ----------------------------------------------------------
     async def _call(self, coro: Coroutine[Any, Any, T]) -> T:
@@ -221,24 +230,57 @@ class RecordStore:
         )
 
     # -- the API ------------------------------------------------------------------
-    async def insert(self, kind: str, key: str, value: dict[str, Any], *, thread_id: str) -> bool:
+    def _raw(
+        self, kind: str, key: str, value: dict[str, Any], thread_id: str, run_id: str | None
+    ) -> RawRecord:
+        _check_names(kind, key)
+        thread = str(thread_id)
+        payload = self._encode(value, f"{thread}|{kind}|{key}")
+        return RawRecord(kind, key, thread, payload, time.time(), _run(run_id))
+
+    async def insert(
+        self,
+        kind: str,
+        key: str,
+        value: dict[str, Any],
+        *,
+        thread_id: str,
+        run_id: str | None = None,
+    ) -> bool:
         """Store ``value`` under ``(kind, key)`` unless a record is already there.
+
+        On the SQLite backend this commit is fully synced: put-if-absent is
+        how a tool claims its call before the outside effect, and a claim must
+        outlive a power loss as the effect does.
+
+        Args:
+            kind: The record's kind.
+            key: The record's key.
+            value: The record's value.
+            thread_id: The thread it belongs to (deleted with it).
+            run_id: The run that writes it; by default the run of the LangGraph
+                node this is called from (see :func:`ambient_run_id`).
 
         Returns:
             ``True`` if this call inserted the record, ``False`` if one existed.
         """
-        _check_names(kind, key)
-        raw = RawRecord(
-            kind, key, str(thread_id), self._encode(value, f"{thread_id}|{kind}|{key}"), time.time()
-        )
+        raw = self._raw(kind, key, value, thread_id, run_id)
         return await self._call(self._driver.insert(raw))
 
-    async def upsert(self, kind: str, key: str, value: dict[str, Any], *, thread_id: str) -> None:
-        """Store ``value`` under ``(kind, key)``, replacing any earlier value."""
-        _check_names(kind, key)
-        raw = RawRecord(
-            kind, key, str(thread_id), self._encode(value, f"{thread_id}|{kind}|{key}"), time.time()
-        )
+    async def upsert(
+        self,
+        kind: str,
+        key: str,
+        value: dict[str, Any],
+        *,
+        thread_id: str,
+        run_id: str | None = None,
+    ) -> None:
+        """Store ``value`` under ``(kind, key)``, replacing any earlier value.
+
+        The record keeps the run id it was first written with.
+        """
+        raw = self._raw(kind, key, value, thread_id, run_id)
         await self._call(self._driver.upsert(raw))
 
     async def get(self, kind: str, key: str) -> Record | None:
@@ -255,14 +297,17 @@ class RecordStore:
         )
         return [self._record(raw) for raw in raws]
 
-    async def append_step(self, thread_id: str, step: dict[str, Any]) -> int:
+    async def append_step(
+        self, thread_id: str, step: dict[str, Any], *, run_id: str | None = None
+    ) -> int:
         """Append ``step`` to the thread's step log.
 
         Returns:
             The step's 0-based index, assigned atomically.
         """
         thread = str(thread_id)
-        return await self._call(self._driver.append_step(thread, self._step(thread, step)))
+        payload = self._step(thread, step, _run(run_id))
+        return await self._call(self._driver.append_step(thread, payload))
 
     async def put_with_step(
         self,
@@ -273,6 +318,7 @@ class RecordStore:
         thread_id: str,
         step: dict[str, Any],
         replace: bool = False,
+        run_id: str | None = None,
     ) -> int | None:
         """Store a record and append a step to its thread's log, in one transaction.
 
@@ -286,17 +332,14 @@ class RecordStore:
             thread_id: The thread of both the record and the step.
             step: The step to append.
             replace: Replace an existing record (upsert) instead of leaving it.
+            run_id: The run that writes both (see :meth:`insert`).
 
         Returns:
             The step's index, or ``None`` if ``replace`` is false and a record
             was already there (then nothing was written).
         """
-        _check_names(kind, key)
-        thread = str(thread_id)
-        raw = RawRecord(
-            kind, key, thread, self._encode(value, f"{thread}|{kind}|{key}"), time.time()
-        )
-        payload = self._step(thread, step)
+        raw = self._raw(kind, key, value, thread_id, run_id)
+        payload = self._step(raw.thread_id, step, raw.run_id)
         return await self._call(self._driver.put_with_step(raw, replace, payload))
 
     async def steps(self, thread_id: str) -> builtins.list[dict[str, Any]]:
@@ -313,8 +356,17 @@ class RecordStore:
         return [(index, self._decode(payload, f"{thread}|step|{index}")) for index, payload in rows]
 
     async def delete_thread(self, thread_id: str) -> None:
-        """Delete every record and step of the thread."""
-        await self._call(self._driver.delete_thread(str(thread_id)))
+        """Delete every record and step of the thread, and forget cached state of it."""
+        thread = str(thread_id)
+        await self._call(self._driver.delete_thread(thread))
+        _forget([thread])
+
+    async def delete_runs(self, run_ids: builtins.list[str]) -> None:
+        """Delete every record and step written by the given runs."""
+        runs = [str(r) for r in run_ids]
+        if runs:
+            await self._call(self._driver.delete_runs(runs))
+            _forget(None)
 
 
 class SyncRecordStore:
@@ -323,15 +375,37 @@ class SyncRecordStore:
     def __init__(self, store: RecordStore) -> None:
         self._store = store
 
-    def insert(self, kind: str, key: str, value: dict[str, Any], *, thread_id: str) -> bool:
+    # The run id is read here, in the caller's context: the coroutine runs on
+    # the backend's loop thread, where the node's config is not visible.
+    def insert(
+        self,
+        kind: str,
+        key: str,
+        value: dict[str, Any],
+        *,
+        thread_id: str,
+        run_id: str | None = None,
+    ) -> bool:
         """See :meth:`RecordStore.insert`."""
+        run = _run(run_id)
         return self._store._run_sync(
-            self._store.insert(kind, key, value, thread_id=thread_id), "insert"
+            self._store.insert(kind, key, value, thread_id=thread_id, run_id=run), "insert"
         )
 
-    def upsert(self, kind: str, key: str, value: dict[str, Any], *, thread_id: str) -> None:
+    def upsert(
+        self,
+        kind: str,
+        key: str,
+        value: dict[str, Any],
+        *,
+        thread_id: str,
+        run_id: str | None = None,
+    ) -> None:
         """See :meth:`RecordStore.upsert`."""
-        self._store._run_sync(self._store.upsert(kind, key, value, thread_id=thread_id), "upsert")
+        run = _run(run_id)
+        self._store._run_sync(
+            self._store.upsert(kind, key, value, thread_id=thread_id, run_id=run), "upsert"
+        )
 
     def get(self, kind: str, key: str) -> Record | None:
         """See :meth:`RecordStore.get`."""
@@ -341,9 +415,14 @@ class SyncRecordStore:
         """See :meth:`RecordStore.list`."""
         return self._store._run_sync(self._store.list(kind, thread_id=thread_id), "list")
 
-    def append_step(self, thread_id: str, step: dict[str, Any]) -> int:
+    def append_step(
+        self, thread_id: str, step: dict[str, Any], *, run_id: str | None = None
+    ) -> int:
         """See :meth:`RecordStore.append_step`."""
-        return self._store._run_sync(self._store.append_step(thread_id, step), "append_step")
+        run = _run(run_id)
+        return self._store._run_sync(
+            self._store.append_step(thread_id, step, run_id=run), "append_step"
+        )
 
     def put_with_step(
         self,
@@ -354,11 +433,13 @@ class SyncRecordStore:
         thread_id: str,
         step: dict[str, Any],
         replace: bool = False,
+        run_id: str | None = None,
     ) -> int | None:
         """See :meth:`RecordStore.put_with_step`."""
+        run = _run(run_id)
         return self._store._run_sync(
             self._store.put_with_step(
-                kind, key, value, thread_id=thread_id, step=step, replace=replace
+                kind, key, value, thread_id=thread_id, step=step, replace=replace, run_id=run
             ),
             "put_with_step",
         )
@@ -370,6 +451,10 @@ class SyncRecordStore:
     def delete_thread(self, thread_id: str) -> None:
         """See :meth:`RecordStore.delete_thread`."""
         self._store._run_sync(self._store.delete_thread(thread_id), "delete_thread")
+
+    def delete_runs(self, run_ids: builtins.list[str]) -> None:
+        """See :meth:`RecordStore.delete_runs`."""
+        self._store._run_sync(self._store.delete_runs(run_ids), "delete_runs")
 
 
 def _run_inline(coro: Coroutine[Any, Any, T]) -> T:

@@ -27,6 +27,7 @@ CREATE TABLE IF NOT EXISTS tether_records (
     thread_id TEXT NOT NULL,
     value TEXT NOT NULL,
     created_at REAL NOT NULL,
+    run_id TEXT,
     UNIQUE (kind, key)
 );
 CREATE INDEX IF NOT EXISTS tether_records_thread ON tether_records (thread_id, kind);
@@ -34,17 +35,33 @@ CREATE TABLE IF NOT EXISTS tether_steps (
     thread_id TEXT NOT NULL,
     idx INTEGER NOT NULL,
     value TEXT NOT NULL,
+    run_id TEXT,
     PRIMARY KEY (thread_id, idx)
 );
 """
-_COLUMNS = "kind, key, thread_id, value, created_at"
-_INSERT = f"INSERT INTO tether_records ({_COLUMNS}) VALUES (?, ?, ?, ?, ?) "
+# Tables written before records carried their run gain the column (NULL: no run).
+_ADDED_COLUMNS = (("tether_records", "run_id TEXT"), ("tether_steps", "run_id TEXT"))
+_INDEXES = """
+CREATE INDEX IF NOT EXISTS tether_records_run ON tether_records (run_id) WHERE run_id IS NOT NULL;
+CREATE INDEX IF NOT EXISTS tether_steps_run ON tether_steps (run_id) WHERE run_id IS NOT NULL;
+"""
+_COLUMNS = "kind, key, thread_id, value, created_at, run_id"
+_INSERT = f"INSERT INTO tether_records ({_COLUMNS}) VALUES (?, ?, ?, ?, ?, ?) "
 _ON_CONFLICT_KEEP = "ON CONFLICT (kind, key) DO NOTHING"
 _ON_CONFLICT_REPLACE = "ON CONFLICT (kind, key) DO UPDATE SET value = excluded.value"
 
 
 def _params(raw: RawRecord) -> tuple[Any, ...]:
-    return (raw.kind, raw.key, raw.thread_id, raw.payload, raw.created_at)
+    return (raw.kind, raw.key, raw.thread_id, raw.payload, raw.created_at, raw.run_id)
+
+
+def _create_schema(db: sqlite3.Connection) -> None:
+    db.executescript(_SCHEMA)
+    for table, column in _ADDED_COLUMNS:
+        names = {row[1] for row in db.execute(f"PRAGMA table_info({table})")}
+        if column.split()[0] not in names:
+            db.execute(f"ALTER TABLE {table} ADD COLUMN {column}")
+    db.executescript(_INDEXES)
 
 
 def _append(db: sqlite3.Connection, thread_id: str, step: StepPayload) -> int:
@@ -54,8 +71,8 @@ def _append(db: sqlite3.Connection, thread_id: str, step: StepPayload) -> int:
     ).fetchone()
     index = int(row[0])
     db.execute(
-        "INSERT INTO tether_steps (thread_id, idx, value) VALUES (?, ?, ?)",
-        (thread_id, index, step.encode(index)),
+        "INSERT INTO tether_steps (thread_id, idx, value, run_id) VALUES (?, ?, ?, ?)",
+        (thread_id, index, step.encode(index), step.run_id),
     )
     return index
 
@@ -85,7 +102,7 @@ class SqliteDriver:
         def call() -> T:
             db: sqlite3.Connection = self._saver.conn._conn
             if not self._ready:
-                db.executescript(_SCHEMA)
+                _create_schema(db)
                 journal = db.execute("PRAGMA journal_mode").fetchone()[0]
                 level = int(db.execute("PRAGMA synchronous").fetchone()[0])
                 # In WAL mode our commits can skip the fsync (synchronous=NORMAL)
@@ -98,13 +115,21 @@ class SqliteDriver:
 
         return call
 
-    def _write(self, fn: Callable[[sqlite3.Connection], T]) -> Callable[[sqlite3.Connection], T]:
-        """``fn`` as one write transaction: committed, or rolled back on error."""
+    def _write(
+        self, fn: Callable[[sqlite3.Connection], T], *, full_sync: bool = False
+    ) -> Callable[[sqlite3.Connection], T]:
+        """``fn`` as one write transaction: committed, or rolled back on error.
+
+        With ``full_sync`` the commit keeps the connection's own synchronous
+        level (FULL in tether's saver), so it survives a power loss, not only
+        the process dying.
+        """
 
         def transaction(db: sqlite3.Connection) -> T:
+            relax = self._level is not None and not full_sync
             if db.in_transaction:
                 db.commit()
-            if self._level is not None:
+            if relax:
                 db.execute("PRAGMA synchronous = NORMAL")
             try:
                 # IMMEDIATE takes the write lock before any read, so another
@@ -118,7 +143,7 @@ class SqliteDriver:
                 db.commit()
                 return result
             finally:
-                if self._level is not None:
+                if relax:
                     db.execute(f"PRAGMA synchronous = {self._level}")
 
         return transaction
@@ -127,7 +152,11 @@ class SqliteDriver:
         def insert(db: sqlite3.Connection) -> bool:
             return db.execute(_INSERT + _ON_CONFLICT_KEEP, _params(raw)).rowcount == 1
 
-        return await self._run(self._write(insert))
+        # Put-if-absent is how tools claim a call before its outside effect and
+        # how decisions are taken: those must not be lost even to a power cut
+        # after the effect happened. Results (put_with_step) may use NORMAL: a
+        # lost result is found again through its durable claim.
+        return await self._run(self._write(insert, full_sync=True))
 
     async def upsert(self, raw: RawRecord) -> None:
         def upsert(db: sqlite3.Connection) -> None:
@@ -183,5 +212,14 @@ class SqliteDriver:
         def delete(db: sqlite3.Connection) -> None:
             db.execute("DELETE FROM tether_records WHERE thread_id = ?", (thread_id,))
             db.execute("DELETE FROM tether_steps WHERE thread_id = ?", (thread_id,))
+
+        await self._run(self._write(delete))
+
+    async def delete_runs(self, run_ids: builtins.list[str]) -> None:
+        marks = ", ".join("?" * len(run_ids))
+
+        def delete(db: sqlite3.Connection) -> None:
+            db.execute(f"DELETE FROM tether_records WHERE run_id IN ({marks})", run_ids)
+            db.execute(f"DELETE FROM tether_steps WHERE run_id IN ({marks})", run_ids)
 
         await self._run(self._write(delete))
