@@ -6,7 +6,10 @@ Layout (``P`` is ``<key_prefix>_tether``, or ``tether`` without a prefix):
 * ``P:order:<kind>`` and ``P:order:<kind>@<thread>`` - sorted sets of record keys,
   scored by a global sequence, for insertion order;
 * ``P:steps:<thread>`` (hash index -> value) and ``P:stepseq:<thread>`` (counter);
-* ``P:thread:<thread>`` - a set of every key of the thread, for deletion.
+* ``P:thread:<thread>`` - a set of every key of the thread, for deletion, and
+  of the run sets that list its records and steps;
+* ``P:run:<run_id>`` - a set of the run's record keys and step references
+  (``P:steps:<thread>#<index>``), for ``delete_for_runs``.
 
 Inserts run as Lua scripts, so put-if-absent and its index entries are one atomic
 step. The scripts touch several keys, so this layout targets a single Redis node.
@@ -22,11 +25,12 @@ from tether.store.record import RawRecord, StepPayload
 
 __all__ = ["RedisDriver", "tether_prefix"]
 
-# KEYS: record, seq counter, kind order, kind@thread order, thread set, step log
+# KEYS: record, seq counter, kind order, kind@thread order, thread set, step log, run set
 # ARGV: kind, key, thread_id, value, created_at, mode ("insert" | "upsert"),
-#       step index ("" for no step), step value
+#       step index ("" for no step), step value, run id ("" for none)
 # Returns 1 if it wrote, 0 if the record existed and mode is "insert".
 _PUT = """
+local run = ARGV[9]
 if redis.call('EXISTS', KEYS[1]) == 1 then
   if ARGV[6] ~= 'upsert' then return 0 end
   redis.call('HSET', KEYS[1], 'value', ARGV[4])
@@ -37,22 +41,71 @@ else
   redis.call('ZADD', KEYS[3], seq, KEYS[1])
   redis.call('ZADD', KEYS[4], seq, KEYS[1])
   redis.call('SADD', KEYS[5], KEYS[1], KEYS[4])
+  if run ~= '' then
+    redis.call('HSET', KEYS[1], 'run_id', run)
+    redis.call('SADD', KEYS[7], KEYS[1])
+    redis.call('SADD', KEYS[5], KEYS[7])
+  end
 end
-if ARGV[7] ~= '' then redis.call('HSET', KEYS[6], ARGV[7], ARGV[8]) end
+if ARGV[7] ~= '' then
+  redis.call('HSET', KEYS[6], ARGV[7], ARGV[8])
+  if run ~= '' then
+    redis.call('SADD', KEYS[7], KEYS[6] .. '#' .. ARGV[7])
+    redis.call('SADD', KEYS[5], KEYS[7])
+  end
+end
 return 1
 """
 # KEYS: thread set, step log, step counter; ARGV: the tether prefix
 _DELETE = """
+local runs = ARGV[1] .. ':run:'
+local steps = KEYS[2] .. '#'
 local members = redis.call('SMEMBERS', KEYS[1])
 for _, k in ipairs(members) do
-  if redis.call('TYPE', k).ok == 'hash' then
-    local kind = redis.call('HGET', k, 'kind')
-    if kind then redis.call('ZREM', ARGV[1] .. ':order:' .. kind, k) end
+  if string.sub(k, 1, #runs) == runs then
+    -- a run set shared with other threads: take out only this thread's entries
+    for _, m in ipairs(redis.call('SMEMBERS', k)) do
+      local tail = string.sub(m, #steps + 1)
+      if redis.call('SISMEMBER', KEYS[1], m) == 1
+          or (string.sub(m, 1, #steps) == steps and string.match(tail, '^%d+$')) then
+        redis.call('SREM', k, m)
+      end
+    end
+  else
+    if redis.call('TYPE', k).ok == 'hash' then
+      local kind = redis.call('HGET', k, 'kind')
+      if kind then redis.call('ZREM', ARGV[1] .. ':order:' .. kind, k) end
+    end
+    redis.call('DEL', k)
   end
-  redis.call('DEL', k)
 end
 redis.call('DEL', KEYS[1], KEYS[2], KEYS[3])
 return #members
+"""
+# KEYS: the run sets; ARGV: the tether prefix
+_DELETE_RUNS = """
+local p = ARGV[1]
+local recs, steps = p .. ':rec:', p .. ':steps:'
+for _, run in ipairs(KEYS) do
+  for _, m in ipairs(redis.call('SMEMBERS', run)) do
+    if string.sub(m, 1, #recs) == recs then
+      local f = redis.call('HMGET', m, 'kind', 'thread_id')
+      if f[1] and f[2] then
+        redis.call('ZREM', p .. ':order:' .. f[1], m)
+        redis.call('ZREM', p .. ':order:' .. f[1] .. '@' .. f[2], m)
+        redis.call('SREM', p .. ':thread:' .. f[2], m, run)
+      end
+      redis.call('DEL', m)
+    elseif string.sub(m, 1, #steps) == steps then
+      local at = string.match(m, '^.*()#')
+      local log = string.sub(m, 1, at - 1)
+      redis.call('HDEL', log, string.sub(m, at + 1))
+      redis.call('SREM', p .. ':thread:' .. string.sub(log, #steps + 1), run)
+    end
+  end
+  redis.call('DEL', run)
+end
+return #KEYS
 """
 
 
@@ -68,7 +121,9 @@ def _text(value: Any) -> str:
 
 def _raw(fields: dict[Any, Any]) -> RawRecord:
     f = {_text(k): _text(v) for k, v in fields.items()}
-    return RawRecord(f["kind"], f["key"], f["thread_id"], f["value"], float(f["created_at"]))
+    return RawRecord(
+        f["kind"], f["key"], f["thread_id"], f["value"], float(f["created_at"]), f.get("run_id")
+    )
 
 
 class RedisDriver:
@@ -84,6 +139,7 @@ class RedisDriver:
         self._p = tether_prefix(saver._checkpoint_prefix)
         self._put = self._redis.register_script(_PUT)
         self._delete = self._redis.register_script(_DELETE)
+        self._delete_runs = self._redis.register_script(_DELETE_RUNS)
 
     def _rec(self, kind: str, key: str) -> str:
         return f"{self._p}:rec:{kind}:{key}"
@@ -97,10 +153,11 @@ class RedisDriver:
             f"{p}:order:{kind}@{thread}",
             f"{p}:thread:{thread}",
             f"{p}:steps:{thread}",
+            f"{p}:run:{raw.run_id or ''}",
         ]
         index, value = (str(step[0]), step[1]) if step else ("", "")
         args = [kind, raw.key, thread, raw.payload, repr(raw.created_at), mode, index, value]
-        return bool(await self._put(keys=keys, args=args))
+        return bool(await self._put(keys=keys, args=[*args, raw.run_id or ""]))
 
     async def put_with_step(self, raw: RawRecord, replace: bool, step: StepPayload) -> int | None:
         # The index is reserved first (ciphertexts are bound to it); if the record
@@ -134,7 +191,16 @@ class RedisDriver:
         # INCR hands out each index once, on every worker; a crash before HSET
         # leaves a gap, which steps() skips.
         index = int(await self._redis.incr(f"{self._p}:stepseq:{thread_id}")) - 1
-        await self._redis.hset(f"{self._p}:steps:{thread_id}", str(index), step.encode(index))
+        log = f"{self._p}:steps:{thread_id}"
+        if step.run_id is None:
+            await self._redis.hset(log, str(index), step.encode(index))
+            return index
+        run = f"{self._p}:run:{step.run_id}"
+        pipe = self._redis.pipeline(transaction=True)
+        pipe.hset(log, str(index), step.encode(index))
+        pipe.sadd(run, f"{log}#{index}")
+        pipe.sadd(f"{self._p}:thread:{thread_id}", run)
+        await pipe.execute()
         return index
 
     async def steps(self, thread_id: str) -> builtins.list[tuple[int, str]]:
@@ -148,3 +214,7 @@ class RedisDriver:
             f"{self._p}:stepseq:{thread_id}",
         ]
         await self._delete(keys=keys, args=[self._p])
+
+    async def delete_runs(self, run_ids: builtins.list[str]) -> None:
+        keys = [f"{self._p}:run:{run_id}" for run_id in run_ids]
+        await self._delete_runs(keys=keys, args=[self._p])

@@ -8,6 +8,11 @@ from typing import Any
 from langchain_core.runnables import RunnableConfig
 
 from tether.checkpointing._bridge import SyncBridge
+from tether.checkpointing.cascade import (
+    check_run_ids,
+    delete_records_of_runs,
+    delete_records_of_threads,
+)
 from tether.checkpointing.redis.copying import Copying
 from tether.checkpointing.redis.listing import Listing
 from tether.checkpointing.redis.pruning import Pruning
@@ -27,6 +32,17 @@ class RedisSaver(SyncBridge, Listing, Pruning, Copying):  # type: ignore[misc]
     # Its public path (in reprs and pickles), as before the module became a
     # package; code that goes by the backend's module name still sees "redis".
     __module__ = "tether.checkpointing.redis"
+
+    async def adelete_thread(self, thread_id: str) -> None:
+        """Delete every key of the thread, then tether's records of it (also for prune)."""
+        await super().adelete_thread(thread_id)
+        await delete_records_of_threads(self, [thread_id])
+
+    async def adelete_for_runs(self, run_ids: Sequence[str]) -> None:
+        """Delete the runs' checkpoints and writes, then the records and steps they wrote."""
+        ids = check_run_ids(run_ids)
+        await super().adelete_for_runs(ids)
+        await delete_records_of_runs(self, ids)
 
     def delete_thread(self, thread_id: str) -> None:
         """Sync twin of :meth:`adelete_thread`."""
