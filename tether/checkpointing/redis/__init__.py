@@ -15,13 +15,17 @@ What :class:`RedisSaver` changes, and why (everything else is upstream code):
   thread, writes of unsaved checkpoints included.
 * ``aget_tuple`` returns ``None``, not an empty tuple, for a checkpoint whose
   writes came before it, and ``alist`` shows those writes once it is saved.
+* Thread ids, namespaces and run ids match exactly: upstream's TAG queries fold
+  case, split on ``,`` and trim spaces (see ``matching``).
 * ``list``, ``delete_thread`` and ``put_writes`` (which upstream calls without
   ``task_path``) bridge to the event loop for sync callers.
 
-Modules: ``keys`` (the prefixed write registry), ``base`` (searching, reading
-and unlinking documents), ``listing``, ``deleting``, ``pruning``, ``copying``
-(one capability each), ``saver`` (the assembled class and its sync twins) and
-``opener`` (connecting, checking modules, validating options).
+Modules: ``keys`` (the prefixed write registry), ``matching`` (exact id
+searches on TAG fields), ``base`` (searching, reading and unlinking documents),
+``reading`` (documents to checkpoint tuples), ``listing``, ``deleting``,
+``pruning``, ``copying`` (one capability each), ``saver`` (the assembled class
+and its sync twins) and ``opener`` (connecting, checking modules, validating
+options).
 """
 
 import importlib

@@ -7,15 +7,15 @@ from typing import Any
 
 from langgraph.checkpoint.redis.aio import AsyncRedisSaver
 from langgraph.checkpoint.redis.base import CHECKPOINT_WRITE_PREFIX
-from langgraph.checkpoint.redis.util import to_storage_safe_id
+from langgraph.checkpoint.redis.util import to_storage_safe_id, to_storage_safe_str
 from redis.commands.search.document import Document
 
 # redisvl ships no type information (no py.typed marker).
 from redisvl.index import AsyncSearchIndex  # type: ignore[import-untyped]
 from redisvl.query import FilterQuery  # type: ignore[import-untyped]
-from redisvl.query.filter import FilterExpression, Tag  # type: ignore[import-untyped]
 
 from tether.checkpointing.redis.keys import PrefixedKeyRegistry
+from tether.checkpointing.redis.matching import Match
 
 __all__ = ["RedisBase", "chunks", "doc_field"]
 
@@ -58,34 +58,46 @@ class RedisBase(AsyncRedisSaver):
         """The write-registry keys of the (stored namespace, stored id) ``pairs``."""
         return {self._zset_key(thread_id, ns, cid) for ns, cid in pairs}
 
-    def _thread_where(self, thread_id: str) -> FilterExpression:
-        return Tag("thread_id") == to_storage_safe_id(thread_id)
+    def _thread_where(self, thread_id: str) -> Match:
+        """The documents of exactly ``thread_id``."""
+        return Match.tag("thread_id", to_storage_safe_id(thread_id))
+
+    def _ns_where(self, checkpoint_ns: str) -> Match:
+        """The documents of exactly the namespace ``checkpoint_ns``."""
+        return Match.tag("checkpoint_ns", to_storage_safe_str(checkpoint_ns))
 
     async def _search(
         self,
         index: AsyncSearchIndex,
-        where: FilterExpression | str,
+        where: Match,
         fields: list[str],
         *,
         newest_first: bool = False,
         limit: int | None = None,
     ) -> list[Document]:
-        """Every document ``where`` matches (upstream stops at 10,000), page by page."""
-        docs: list[Document] = []
-        while limit is None or len(docs) < limit:
-            size = _PAGE if limit is None else min(_PAGE, limit - len(docs))
+        """Every document ``where`` matches exactly (upstream stops at 10,000), page by page.
+
+        The query may return near-twins (see :mod:`~tether.checkpointing.redis.matching`);
+        they are dropped here, so ``limit`` counts exact matches only.
+        """
+        found: list[Document] = []
+        offset = 0
+        returned = sorted(set(fields) | set(where.fields))
+        while limit is None or len(found) < limit:
+            size = _PAGE if limit is None else min(_PAGE, max(limit - len(found), 10))
             query = FilterQuery(
-                filter_expression=where,
-                return_fields=fields,
+                filter_expression=where.query,
+                return_fields=returned,
                 num_results=size,
                 sort_by=("checkpoint_id", "DESC") if newest_first else None,
             )
-            query.paging(len(docs), size).timeout(_SEARCH_TIMEOUT_MS)
+            query.paging(offset, size).timeout(_SEARCH_TIMEOUT_MS)
             page = (await index.search(query)).docs
-            docs.extend(page)
+            offset += len(page)
+            found.extend(doc for doc in page if where.accepts(doc))
             if len(page) < size:
                 break
-        return docs
+        return found if limit is None else found[:limit]
 
     async def _documents(self, keys: Sequence[str]) -> list[dict[str, Any] | None]:
         """The JSON documents at ``keys`` (``None`` for a missing one), in order."""
@@ -113,7 +125,7 @@ class RedisBase(AsyncRedisSaver):
                 continue
             newest = await self._search(
                 self.checkpoints_index,
-                self._thread_where(thread_id) & (Tag("checkpoint_ns") == ns),
+                self._thread_where(thread_id) & Match.tag("checkpoint_ns", ns),
                 ["checkpoint_id"],
                 newest_first=True,
                 limit=1,
