@@ -18,6 +18,7 @@ import asyncio
 import builtins
 from typing import Any
 
+from tether.checkpointing.redis.prefixes import records_prefix
 from tether.store.record import RawRecord, StepPayload
 
 __all__ = ["RedisDriver", "tether_prefix"]
@@ -57,9 +58,12 @@ return #members
 
 
 def tether_prefix(checkpoint_prefix: str) -> str:
-    """The key prefix for tether's records, derived from the saver's checkpoint prefix."""
-    base = checkpoint_prefix.removesuffix("checkpoint").rstrip("_")
-    return f"{base}_tether" if base else "tether"
+    """The key prefix for tether's records, derived from the saver's checkpoint prefix.
+
+    Distinct for distinct key prefixes (``acme`` and ``acme_`` included); see
+    :mod:`tether.checkpointing.redis.prefixes`.
+    """
+    return records_prefix(checkpoint_prefix)
 
 
 def _text(value: Any) -> str:

@@ -20,7 +20,8 @@ What :class:`RedisSaver` changes, and why (everything else is upstream code):
 * ``list``, ``delete_thread`` and ``put_writes`` (which upstream calls without
   ``task_path``) bridge to the event loop for sync callers.
 
-Modules: ``keys`` (the prefixed write registry), ``matching`` (exact id
+Modules: ``prefixes`` (validating ``key_prefix``, deriving every key
+namespace), ``keys`` (the prefixed write registry), ``matching`` (exact id
 searches on TAG fields), ``base`` (searching, reading and unlinking documents),
 ``reading`` (documents to checkpoint tuples), ``listing``, ``deleting``,
 ``pruning``, ``copying`` (one capability each), ``saver`` (the assembled class
@@ -54,6 +55,7 @@ except ImportError as exc:
     raise MissingDependencyError("the Redis checkpointer", "redis") from exc
 
 from tether.checkpointing.redis.opener import open_redis, required_modules  # noqa: E402  # after the check above
+from tether.checkpointing.redis.prefixes import move_records  # noqa: E402  # after the check above
 from tether.checkpointing.redis.saver import RedisSaver  # noqa: E402  # after the check above
 
-__all__ = ["RedisSaver", "open_redis", "required_modules"]
+__all__ = ["RedisSaver", "move_records", "open_redis", "required_modules"]
