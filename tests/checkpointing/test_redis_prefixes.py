@@ -2,49 +2,19 @@
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator, Callable, Iterator
-from contextlib import ExitStack
-from pathlib import Path
 from typing import Any
 
 import pytest
 from redis.asyncio import Redis
 
 from tests.approvals import graphs
-from tests.backends import fresh_backend
+from tests.checkpointing.conftest import Prefixes
 from tether.approvals import get_approval, list_approvals
 from tether.checkpointing.opener import open_checkpointer
 from tether.checkpointing.redis import move_records
 from tether.checkpointing.redis.prefixes import records_prefix, saver_prefixes
 from tether.errors import ConfigurationError
 from tether.store import store_for
-
-Prefixes = Callable[[], str]
-
-
-@pytest.fixture
-def redis_url(servers: dict[str, str]) -> str:
-    return servers["redis"]
-
-
-@pytest.fixture
-def new_prefix(servers: dict[str, str], tmp_path: Path) -> Iterator[Prefixes]:
-    """Fresh key prefixes; each is dropped from Redis (with every key it starts) afterwards."""
-    with ExitStack() as stack:
-
-        def make() -> str:
-            backend = stack.enter_context(fresh_backend("redis", servers, tmp_path))
-            prefix: str = backend.options["key_prefix"]
-            return prefix
-
-        yield make
-
-
-@pytest.fixture
-async def raw(redis_url: str) -> AsyncIterator[Redis]:
-    client = Redis.from_url(redis_url, decode_responses=True)
-    yield client
-    await client.aclose()
 
 
 @pytest.mark.parametrize(

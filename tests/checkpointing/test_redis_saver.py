@@ -7,9 +7,8 @@ upstream saver's conformance failures each have a targeted test here.
 from __future__ import annotations
 
 import json
-from collections.abc import AsyncIterator, Callable, Iterator
-from contextlib import ExitStack, asynccontextmanager
-from pathlib import Path
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
 from typing import Any
 from uuid import uuid4
 
@@ -24,31 +23,11 @@ from langgraph.checkpoint.conformance.test_utils import (
 )
 from redis.asyncio import Redis
 
-from tests.backends import fresh_backend
+from tests.checkpointing.conftest import Prefixes
 from tether.checkpointing.opener import open_checkpointer
 from tether.checkpointing.redis import RedisSaver
 from tether.checkpointing.sync import open_checkpointer_sync
 from tether.errors import ConfigurationError
-
-Prefixes = Callable[[], str]
-
-
-@pytest.fixture
-def redis_url(servers: dict[str, str]) -> str:
-    return servers["redis"]
-
-
-@pytest.fixture
-def new_prefix(servers: dict[str, str], tmp_path: Path) -> Iterator[Prefixes]:
-    """Hands out fresh key prefixes; every one is dropped from Redis afterwards."""
-    with ExitStack() as stack:
-
-        def make() -> str:
-            backend = stack.enter_context(fresh_backend("redis", servers, tmp_path))
-            prefix: str = backend.options["key_prefix"]
-            return prefix
-
-        yield make
 
 
 @asynccontextmanager
@@ -62,13 +41,6 @@ async def saver_at(url: str, prefix: str) -> AsyncIterator[RedisSaver]:
 async def saver(redis_url: str, new_prefix: Prefixes) -> AsyncIterator[RedisSaver]:
     async with saver_at(redis_url, new_prefix()) as opened:
         yield opened
-
-
-@pytest.fixture
-async def raw(redis_url: str) -> AsyncIterator[Redis]:
-    client = Redis.from_url(redis_url, decode_responses=True)
-    yield client
-    await client.aclose()
 
 
 async def put(

@@ -15,6 +15,9 @@ What :class:`RedisSaver` changes, and why (everything else is upstream code):
   thread, writes of unsaved checkpoints included.
 * ``aget_tuple`` returns ``None``, not an empty tuple, for a checkpoint whose
   writes came before it, and ``alist`` shows those writes once it is saved.
+* ``aput`` saves the document, the latest pointer and expiries in one
+  transaction, and ``aget_tuple`` takes the newest checkpoint id, repairing a
+  pointer an interrupted upstream save left behind.
 * Thread ids, namespaces and run ids match exactly: upstream's TAG queries fold
   case, split on ``,`` and trim spaces (see ``matching``).
 * ``list``, ``delete_thread`` and ``put_writes`` (which upstream calls without
@@ -23,7 +26,7 @@ What :class:`RedisSaver` changes, and why (everything else is upstream code):
 Modules: ``prefixes`` (validating ``key_prefix``, deriving every key
 namespace), ``keys`` (the prefixed write registry), ``matching`` (exact id
 searches on TAG fields), ``base`` (searching, reading and unlinking documents),
-``reading`` (documents to checkpoint tuples), ``listing``, ``deleting``,
+``reading`` (documents to checkpoint tuples), ``saving``, ``listing``, ``deleting``,
 ``pruning``, ``copying`` (one capability each), ``saver`` (the assembled class
 and its sync twins) and ``opener`` (connecting, checking modules, validating
 options).

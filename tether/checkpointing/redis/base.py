@@ -19,6 +19,21 @@ from tether.checkpointing.redis.matching import Match
 
 __all__ = ["RedisBase", "chunks", "doc_field"]
 
+# KEYS: a latest pointer. ARGV: the value it was read with ("" for none), the key
+# to point at, the expiry in seconds ("" for none). Moves the pointer only if no
+# save moved it since it was read.
+_REPOINT = """
+local current = redis.call('GET', KEYS[1])
+if (current or '') ~= ARGV[1] then return 0 end
+if current then
+  redis.call('SET', KEYS[1], ARGV[2], 'KEEPTTL')
+elseif ARGV[3] ~= '' then
+  redis.call('SET', KEYS[1], ARGV[2], 'EX', ARGV[3])
+else
+  redis.call('SET', KEYS[1], ARGV[2])
+end
+return 1
+"""
 _PAGE = 1000  # documents per FT.SEARCH page and keys per pipeline
 # RediSearch stops a query after its TIMEOUT (500 ms by default) and, with its
 # default ON_TIMEOUT policy, returns the partial result as if complete: a busy
@@ -43,12 +58,24 @@ class RedisBase(AsyncRedisSaver):
     async def asetup(self) -> None:
         """Create the indexes and the write registry (under the prefix when one is set)."""
         await super().asetup()
+        self._repoint_script = self._redis.register_script(_REPOINT)
         if self._checkpoint_write_prefix != CHECKPOINT_WRITE_PREFIX:
             # With the default prefixes keep upstream's layout, so data an
             # upstream saver wrote stays readable.
             self._key_registry = PrefixedKeyRegistry(
                 self._redis, f"{self._checkpoint_write_prefix}_keys_zset"
             )
+
+    @property
+    def _ttl_seconds(self) -> int | None:
+        ttl = self.ttl_config or {}
+        return int(ttl["default_ttl"] * 60) if "default_ttl" in ttl else None
+
+    async def _move_pointer(self, pointer: str, seen: str | None, key: str) -> None:
+        """Point ``pointer`` at ``key`` unless it changed since it was read as ``seen``."""
+        seconds = self._ttl_seconds
+        args = [seen or "", key, "" if seconds is None else str(seconds)]
+        await self._repoint_script(keys=[pointer], args=args)
 
     def _zset_key(self, thread_id: str, checkpoint_ns: str, checkpoint_id: str) -> str:
         assert self._key_registry is not None, "asetup() has not run"

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import uuid
 from collections.abc import AsyncIterator
 from typing import Any
 
@@ -13,12 +14,31 @@ from langgraph.checkpoint.redis.util import (
     to_storage_safe_id,
     to_storage_safe_str,
 )
+from redis.commands.search.document import Document
 
 from tether.checkpointing.redis.base import doc_field
 from tether.checkpointing.redis.matching import EVERYTHING, Match
 from tether.checkpointing.redis.reading import Reading, StoredId
 
-__all__ = ["Listing"]
+__all__ = ["Listing", "uuid6_millis"]
+
+# Saves by other workers are found even if their clocks run this far behind.
+_CLOCK_SKEW_MS = 10_000
+# 100-ns intervals from the UUID epoch (1582-10-15) to the Unix epoch.
+_UUID_EPOCH_OFFSET = 0x01B21DD213814000
+
+
+def uuid6_millis(checkpoint_id: str) -> float | None:
+    """The Unix time in milliseconds a UUIDv6 (LangGraph's checkpoint ids) was made at."""
+    try:
+        parsed = uuid.UUID(checkpoint_id)
+    except ValueError:
+        return None
+    if parsed.version != 6:
+        return None
+    value = parsed.int
+    ticks = ((value >> 96) << 28) | (((value >> 80) & 0xFFFF) << 12) | ((value >> 64) & 0x0FFF)
+    return (ticks - _UUID_EPOCH_OFFSET) / 10_000
 
 
 def _metadata_matches(raw: Any, wanted: dict[str, Any]) -> bool:
@@ -42,10 +62,10 @@ class Listing(Reading):
         if checkpoint_id:
             key = self._make_redis_checkpoint_key(thread_id, ns, checkpoint_id)
         else:
-            pointer = await self._redis.get(self._make_redis_checkpoint_latest_key(thread_id, ns))
-            if not pointer:
+            latest = await self._latest_key(thread_id, ns)
+            if latest is None:
                 return None
-            key = pointer.decode() if isinstance(pointer, bytes) else pointer
+            key = latest
         wanted = (to_storage_safe_id(thread_id), to_storage_safe_str(ns))
         found = await self._tuples([key], owner=wanted)
         if not found:
@@ -55,6 +75,57 @@ class Listing(Reading):
         )
         await self._refresh_ttl(key, stored, latest=not checkpoint_id)
         return found[0]
+
+    async def _latest_key(self, thread_id: str, ns: str) -> str | None:
+        """The key of the namespace's newest checkpoint; repairs a pointer left behind.
+
+        The newest checkpoint id wins, as on the other backends. Saves are atomic
+        now, but a process killed mid-save by an earlier version (or by upstream's
+        saver) left the pointer on the checkpoint before: such a thread recovers
+        on its next read, and the pointer moves forward (unless a save moved it
+        meanwhile).
+
+        RediSearch sorts in time linear in the checkpoints it matched (about 40 ms
+        at 10,000), so only those saved since the pointed one was made are
+        sorted: a checkpoint id is a UUIDv6, which carries its time. Without a
+        usable pointer the whole namespace is.
+        """
+        pointer = self._make_redis_checkpoint_latest_key(thread_id, ns)
+        found = await self._redis.get(pointer)
+        seen = found.decode() if isinstance(found, bytes) else found
+        where = self._thread_where(thread_id) & self._ns_where(ns)
+        newest = await self._newest_since(where, seen) if seen else None
+        if newest is None:
+            docs = await self._search(
+                self.checkpoints_index, where, ["checkpoint_id"], newest_first=True, limit=1
+            )
+            newest = docs[0] if docs else None
+        if newest is None:
+            return None
+        if newest.id != seen:
+            await self._move_pointer(pointer, seen, newest.id)
+        key: str = newest.id
+        return key
+
+    async def _newest_since(self, where: Match, pointed: str) -> Document | None:
+        """The newest checkpoint saved since the pointed one was made.
+
+        Every checkpoint newer than the pointed one was saved after it was made
+        (by clocks no further apart than ``_CLOCK_SKEW_MS``). ``None`` when the
+        pointed id carries no time, or nothing was saved since (the pointed one
+        is gone): then only a search of the whole namespace can tell.
+        """
+        made = uuid6_millis(pointed.rsplit(":", 1)[-1])
+        if made is None:
+            return None
+        docs = await self._search(
+            self.checkpoints_index,
+            where & Match.at_least("checkpoint_ts", made - _CLOCK_SKEW_MS),
+            ["checkpoint_id"],
+            newest_first=True,
+            limit=1,
+        )
+        return docs[0] if docs else None
 
     async def alist(
         self,

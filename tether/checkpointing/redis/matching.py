@@ -79,6 +79,11 @@ class Match:
         """Documents whose NUMERIC ``field`` equals ``value`` (exact already)."""
         return cls(f"@{field}:[{value} {value}]")
 
+    @classmethod
+    def at_least(cls, field: str, value: float) -> Match:
+        """Documents whose NUMERIC ``field`` is ``value`` or more."""
+        return cls(f"@{field}:[{value!r} +inf]")
+
     def __and__(self, other: Match) -> Match:
         queries = [q for q in (self.query, other.query) if q != "*"]
         query = " ".join(f"({q})" for q in queries) if queries else "*"
