@@ -548,3 +548,37 @@ def test_a_graph_runs_from_sync_code(redis_url: str, new_prefix: Prefixes) -> No
         assert graph.invoke({"count": 2}, config) == {"count": 30}
         assert len(list(graph.get_state_history(config))) == 4
         assert graph.get_state(config).values == {"count": 30}
+
+
+async def test_reads_what_earlier_versions_wrote(saver: RedisSaver) -> None:
+    # Earlier versions saved through upstream's aput/aput_writes and serializer:
+    # channel values inline as JSON, writes typed "json".
+    from langchain_core.messages import AIMessage
+    from langgraph.checkpoint.redis.aio import AsyncRedisSaver
+    from langgraph.checkpoint.redis.jsonplus_redis import JsonPlusRedisSerializer
+
+    values = {"note": "hi", "items": [1, "two"], "meta": {"k": [True, None]}}
+    messages = [AIMessage(content="hello", id="m1")]
+    tid = str(uuid4())
+    checkpoint = generate_checkpoint(channel_values={**values, "messages": messages})
+    versions: ChannelVersions = dict.fromkeys(checkpoint["channel_values"], "1")
+    checkpoint["channel_versions"] = dict(versions)
+    ours = saver.serde
+    saver.serde = JsonPlusRedisSerializer()
+    try:
+        stored = await AsyncRedisSaver.aput(
+            saver, generate_config(tid), checkpoint, generate_metadata(step=3), versions
+        )
+        await AsyncRedisSaver.aput_writes(saver, stored, [("ch", {"a": 1}), ("ch2", "x")], "t")
+    finally:
+        saver.serde = ours
+
+    for got in [
+        await saver.aget_tuple(generate_config(tid)),
+        *[t async for t in saver.alist(generate_config(tid))],
+    ]:
+        assert got is not None
+        assert {k: got.checkpoint["channel_values"][k] for k in values} == values
+        assert got.checkpoint["channel_values"]["messages"] == messages
+        assert got.metadata["step"] == 3
+        assert got.pending_writes == [("t", "ch", {"a": 1}), ("t", "ch2", "x")]

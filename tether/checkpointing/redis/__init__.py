@@ -15,6 +15,9 @@ What :class:`RedisSaver` changes, and why (everything else is upstream code):
   thread, writes of unsaved checkpoints included.
 * ``aget_tuple`` returns ``None``, not an empty tuple, for a checkpoint whose
   writes came before it, and ``alist`` shows those writes once it is saved.
+* Values are serialized as PostgresSaver does (see ``serde``): objects come
+  back as objects; pending writes come back in LangGraph's order; metadata
+  holds the config's extra keys.
 * ``aput`` saves the document, the latest pointer and expiries in one
   transaction, and ``aget_tuple`` takes the newest checkpoint id, repairing a
   pointer an interrupted upstream save left behind.
@@ -24,12 +27,12 @@ What :class:`RedisSaver` changes, and why (everything else is upstream code):
   ``task_path``) bridge to the event loop for sync callers.
 
 Modules: ``prefixes`` (validating ``key_prefix``, deriving every key
-namespace), ``keys`` (the prefixed write registry), ``matching`` (exact id
-searches on TAG fields), ``base`` (searching, reading and unlinking documents),
-``reading`` (documents to checkpoint tuples), ``saving``, ``listing``, ``deleting``,
-``pruning``, ``copying`` (one capability each), ``saver`` (the assembled class
-and its sync twins) and ``opener`` (connecting, checking modules, validating
-options).
+namespace), ``serde`` (how values are stored), ``keys`` (the prefixed write
+registry), ``matching`` (exact id searches on TAG fields), ``base`` (searching,
+reading and unlinking documents), ``reading`` (documents to checkpoint tuples),
+``saving``, ``listing``, ``deleting``, ``pruning``, ``copying`` (one capability
+each), ``saver`` (the assembled class and its sync twins) and ``opener``
+(connecting, checking modules, validating options).
 """
 
 import importlib

@@ -16,6 +16,7 @@ from redisvl.query import FilterQuery  # type: ignore[import-untyped]
 
 from tether.checkpointing.redis.keys import PrefixedKeyRegistry
 from tether.checkpointing.redis.matching import Match
+from tether.checkpointing.redis.serde import RedisSerde
 
 __all__ = ["RedisBase", "chunks", "doc_field"]
 
@@ -54,6 +55,12 @@ def chunks(items: Sequence[Any], size: int = _PAGE) -> Iterator[Sequence[Any]]:
 
 class RedisBase(AsyncRedisSaver):
     """``AsyncRedisSaver`` with paged searches, bulk reads and the prefixed write registry."""
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        # LangGraph's default serializer, as PostgresSaver's (see serde).
+        self._serde = RedisSerde()
+        self.serde = self._serde
 
     async def asetup(self) -> None:
         """Create the indexes and the write registry (under the prefix when one is set)."""

@@ -6,11 +6,17 @@ from collections.abc import Sequence
 from typing import Any, NamedTuple, cast
 
 import orjson
-from langgraph.checkpoint.base import CheckpointMetadata, CheckpointTuple, PendingWrite
+from langgraph.checkpoint.base import (
+    CheckpointMetadata,
+    CheckpointTuple,
+    PendingWrite,
+    writes_sort_key,
+)
 from langgraph.checkpoint.redis.util import from_storage_safe_id, from_storage_safe_str
 from langgraph.constants import TASKS
 
 from tether.checkpointing.redis.base import RedisBase
+from tether.checkpointing.redis.serde import TYPED_VALUES, load_values
 
 __all__ = ["Reading", "StoredId"]
 
@@ -75,11 +81,15 @@ class Reading(RedisBase):
             k.replace("\u0000", ""): v.replace("\u0000", "") if isinstance(v, str) else v
             for k, v in metadata.items()
         }
-        channel_values = self._recursive_deserialize(checkpoint.get("channel_values", {}))
+        stored_values = checkpoint.get("channel_values", {})
+        if doc.get("values") == TYPED_VALUES:
+            channel_values = load_values(self._serde, stored_values)
+        else:  # upstream's inline JSON
+            channel_values = self._recursive_deserialize(stored_values)
         # Checkpoints before format v4 read their pending sends from the parent's writes.
         sends = [
             (w.get("type", ""), w.get("blob", ""))
-            for w in sorted(filter(_is_send, parent_writes), key=_send_order)
+            for w in sorted(filter(_is_send, parent_writes), key=_write_order)
         ]
 
         def config(checkpoint_id: str) -> Any:
@@ -100,15 +110,17 @@ class Reading(RedisBase):
         )
 
     def _pending_writes(self, docs: list[dict[str, Any]]) -> list[PendingWrite]:
-        # The last write per (task, idx) wins, as in upstream's dictionary.
+        # One write per (task, idx), in the order LangGraph applies them (as every
+        # other saver returns them), whatever order they were saved in.
         latest = {(d.get("task_id", ""), str(d.get("idx", 0))): d for d in docs}
+        ordered = sorted(latest.values(), key=_write_order)
         return [
             (
                 d.get("task_id", ""),
                 d.get("channel", ""),
                 self.serde.loads_typed((d.get("type", ""), self._decode_blob(d.get("blob", "")))),
             )
-            for d in latest.values()
+            for d in ordered
         ]
 
     async def _write_docs(self, checkpoints: Sequence[StoredId]) -> dict[StoredId, list[Any]]:
@@ -173,5 +185,7 @@ def _is_send(write: dict[str, Any]) -> bool:
     return bool(write.get("channel") == TASKS)
 
 
-def _send_order(write: dict[str, Any]) -> tuple[str, str, int]:
-    return (write.get("task_path", ""), write.get("task_id", ""), int(write.get("idx", 0)))
+def _write_order(write: dict[str, Any]) -> tuple[str, str, int]:
+    return writes_sort_key(
+        write.get("task_path", ""), write.get("task_id", ""), int(write.get("idx", 0))
+    )

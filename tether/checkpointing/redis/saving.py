@@ -6,10 +6,16 @@ import time
 from typing import Any
 
 from langchain_core.runnables import RunnableConfig
-from langgraph.checkpoint.base import ChannelVersions, Checkpoint, CheckpointMetadata
+from langgraph.checkpoint.base import (
+    ChannelVersions,
+    Checkpoint,
+    CheckpointMetadata,
+    get_serializable_checkpoint_metadata,
+)
 from langgraph.checkpoint.redis.util import to_storage_safe_id, to_storage_safe_str
 
 from tether.checkpointing.redis.base import RedisBase
+from tether.checkpointing.redis.serde import TYPED_VALUES, dump_values
 
 __all__ = ["Saving"]
 
@@ -52,6 +58,12 @@ class Saving(RedisBase):
         # Upstream's rule: the config's checkpoint is the parent unless it is this one.
         parent = configurable.get("checkpoint_id")
         run_id = configurable.get("run_id", metadata.get("run_id"))
+        # As PostgresSaver: the config's metadata and extra configurable keys too.
+        metadata = get_serializable_checkpoint_metadata(config, metadata)
+        stored = {
+            **checkpoint,
+            "channel_values": dump_values(self._serde, checkpoint["channel_values"]),
+        }
         doc: dict[str, Any] = {
             "thread_id": to_storage_safe_id(thread_id),
             "run_id": to_storage_safe_id(run_id) if run_id else "",
@@ -61,8 +73,9 @@ class Saving(RedisBase):
                 to_storage_safe_id(parent) if parent and parent != checkpoint_id else ""
             ),
             "checkpoint_ts": time.time() * 1000,
-            "checkpoint": self._dump_checkpoint(checkpoint.copy()),
-            "metadata": self._dump_metadata(metadata),
+            "checkpoint": stored,
+            "values": TYPED_VALUES,
+            "metadata": self._metadata_json(metadata),
             "has_writes": False,
         }
         if "source" in metadata and "step" in metadata:
@@ -84,3 +97,8 @@ class Saving(RedisBase):
                 "checkpoint_id": checkpoint_id,
             }
         }
+
+    def _metadata_json(self, metadata: CheckpointMetadata) -> str:
+        """Metadata as upstream stores it: JSON text, without NUL characters."""
+        _, data = self._serde.legacy.dumps_typed(metadata)
+        return data.decode().replace("\\u0000", "")
