@@ -7,9 +7,8 @@ upstream saver's conformance failures each have a targeted test here.
 from __future__ import annotations
 
 import json
-from collections.abc import AsyncIterator, Callable, Iterator
-from contextlib import ExitStack, asynccontextmanager
-from pathlib import Path
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
 from typing import Any
 from uuid import uuid4
 
@@ -24,31 +23,11 @@ from langgraph.checkpoint.conformance.test_utils import (
 )
 from redis.asyncio import Redis
 
-from tests.backends import fresh_backend
+from tests.checkpointing.conftest import Prefixes
 from tether.checkpointing.opener import open_checkpointer
 from tether.checkpointing.redis import RedisSaver
 from tether.checkpointing.sync import open_checkpointer_sync
 from tether.errors import ConfigurationError
-
-Prefixes = Callable[[], str]
-
-
-@pytest.fixture
-def redis_url(servers: dict[str, str]) -> str:
-    return servers["redis"]
-
-
-@pytest.fixture
-def new_prefix(servers: dict[str, str], tmp_path: Path) -> Iterator[Prefixes]:
-    """Hands out fresh key prefixes; every one is dropped from Redis afterwards."""
-    with ExitStack() as stack:
-
-        def make() -> str:
-            backend = stack.enter_context(fresh_backend("redis", servers, tmp_path))
-            prefix: str = backend.options["key_prefix"]
-            return prefix
-
-        yield make
 
 
 @asynccontextmanager
@@ -62,13 +41,6 @@ async def saver_at(url: str, prefix: str) -> AsyncIterator[RedisSaver]:
 async def saver(redis_url: str, new_prefix: Prefixes) -> AsyncIterator[RedisSaver]:
     async with saver_at(redis_url, new_prefix()) as opened:
         yield opened
-
-
-@pytest.fixture
-async def raw(redis_url: str) -> AsyncIterator[Redis]:
-    client = Redis.from_url(redis_url, decode_responses=True)
-    yield client
-    await client.aclose()
 
 
 async def put(
@@ -576,3 +548,37 @@ def test_a_graph_runs_from_sync_code(redis_url: str, new_prefix: Prefixes) -> No
         assert graph.invoke({"count": 2}, config) == {"count": 30}
         assert len(list(graph.get_state_history(config))) == 4
         assert graph.get_state(config).values == {"count": 30}
+
+
+async def test_reads_what_earlier_versions_wrote(saver: RedisSaver) -> None:
+    # Earlier versions saved through upstream's aput/aput_writes and serializer:
+    # channel values inline as JSON, writes typed "json".
+    from langchain_core.messages import AIMessage
+    from langgraph.checkpoint.redis.aio import AsyncRedisSaver
+    from langgraph.checkpoint.redis.jsonplus_redis import JsonPlusRedisSerializer
+
+    values = {"note": "hi", "items": [1, "two"], "meta": {"k": [True, None]}}
+    messages = [AIMessage(content="hello", id="m1")]
+    tid = str(uuid4())
+    checkpoint = generate_checkpoint(channel_values={**values, "messages": messages})
+    versions: ChannelVersions = dict.fromkeys(checkpoint["channel_values"], "1")
+    checkpoint["channel_versions"] = dict(versions)
+    ours = saver.serde
+    saver.serde = JsonPlusRedisSerializer()
+    try:
+        stored = await AsyncRedisSaver.aput(
+            saver, generate_config(tid), checkpoint, generate_metadata(step=3), versions
+        )
+        await AsyncRedisSaver.aput_writes(saver, stored, [("ch", {"a": 1}), ("ch2", "x")], "t")
+    finally:
+        saver.serde = ours
+
+    for got in [
+        await saver.aget_tuple(generate_config(tid)),
+        *[t async for t in saver.alist(generate_config(tid))],
+    ]:
+        assert got is not None
+        assert {k: got.checkpoint["channel_values"][k] for k in values} == values
+        assert got.checkpoint["channel_values"]["messages"] == messages
+        assert got.metadata["step"] == 3
+        assert got.pending_writes == [("t", "ch", {"a": 1}), ("t", "ch2", "x")]

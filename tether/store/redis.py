@@ -12,27 +12,47 @@ Layout (``P`` is ``<key_prefix>_tether``, or ``tether`` without a prefix):
   (``P:steps:<thread>#<index>``), for ``delete_for_runs``.
 
 Inserts run as Lua scripts, so put-if-absent and its index entries are one atomic
-step. The scripts touch several keys, so this layout targets a single Redis node.
+step, and a step takes its index in the script that writes it (one round trip,
+no gap). The scripts touch several keys, so this layout targets a single Redis
+node.
 """
 
 from __future__ import annotations
 
 import asyncio
 import builtins
+from collections.abc import Awaitable, Callable
 from typing import Any
 
-from tether.store.record import RawRecord, StepPayload
+from tether.checkpointing.redis.prefixes import records_prefix
+from tether.store.record import RawRecord, RecordStoreError, StepPayload
 
 __all__ = ["RedisDriver", "tether_prefix"]
 
-# KEYS: record, seq counter, kind order, kind@thread order, thread set, step log, run set
-# ARGV: kind, key, thread_id, value, created_at, mode ("insert" | "upsert"),
-#       step index ("" for no step), step value, run id ("" for none)
-# Returns 1 if it wrote, 0 if the record existed and mode is "insert".
+# A step's index is assigned inside the script that writes the step, so the two
+# take one round trip. ARGV "step" is "" (no step), "next" (the next index: the
+# stored text does not depend on it) or the index an encrypted text is bound to,
+# written there unless the log has moved past it; else the script answers
+# {2, next index}. Indexes only grow, so the log's order is the order of writes.
+#
+# KEYS: record, seq counter, kind order, kind@thread order, thread set, step log,
+#       step counter, run set
+# ARGV: kind, key, thread_id, value, created_at, mode ("insert" | "upsert"), step,
+#       step value, run id ("" for none)
+# Returns {1, step index or -1} if it wrote, {0, -1} if the record existed and mode
+# is "insert" (nothing written), {2, next index} if the step index was taken.
 _PUT = """
-local run = ARGV[9]
-if redis.call('EXISTS', KEYS[1]) == 1 then
-  if ARGV[6] ~= 'upsert' then return 0 end
+local exists = redis.call('EXISTS', KEYS[1]) == 1
+if exists and ARGV[6] ~= 'upsert' then return {0, -1} end
+local index = -1
+if ARGV[7] ~= '' then
+  index = tonumber(redis.call('GET', KEYS[7]) or '0')
+  if ARGV[7] ~= 'next' then
+    if tonumber(ARGV[7]) < index then return {2, index} end
+    index = tonumber(ARGV[7])
+  end
+end
+if exists then
   redis.call('HSET', KEYS[1], 'value', ARGV[4])
 else
   local seq = redis.call('INCR', KEYS[2])
@@ -41,21 +61,42 @@ else
   redis.call('ZADD', KEYS[3], seq, KEYS[1])
   redis.call('ZADD', KEYS[4], seq, KEYS[1])
   redis.call('SADD', KEYS[5], KEYS[1], KEYS[4])
-  if run ~= '' then
-    redis.call('HSET', KEYS[1], 'run_id', run)
-    redis.call('SADD', KEYS[7], KEYS[1])
-    redis.call('SADD', KEYS[5], KEYS[7])
+  if ARGV[9] ~= '' then
+    redis.call('HSET', KEYS[1], 'run_id', ARGV[9])
+    redis.call('SADD', KEYS[8], KEYS[1])
+    redis.call('SADD', KEYS[5], KEYS[8])
   end
 end
-if ARGV[7] ~= '' then
-  redis.call('HSET', KEYS[6], ARGV[7], ARGV[8])
-  if run ~= '' then
-    redis.call('SADD', KEYS[7], KEYS[6] .. '#' .. ARGV[7])
-    redis.call('SADD', KEYS[5], KEYS[7])
+if index >= 0 then
+  redis.call('SET', KEYS[7], tostring(index + 1))
+  redis.call('HSET', KEYS[6], tostring(index), ARGV[8])
+  if ARGV[9] ~= '' then
+    redis.call('SADD', KEYS[8], KEYS[6] .. '#' .. index)
+    redis.call('SADD', KEYS[5], KEYS[8])
   end
 end
-return 1
+return {1, index}
 """
+# KEYS: step log, step counter, run set, thread set
+# ARGV: step ("next" or an index), step value, run id ("" for none).
+# Returns {1, index} if it wrote, {2, next index} if the index was taken.
+_APPEND = """
+local index = tonumber(redis.call('GET', KEYS[2]) or '0')
+if ARGV[1] ~= 'next' then
+  if tonumber(ARGV[1]) < index then return {2, index} end
+  index = tonumber(ARGV[1])
+end
+redis.call('SET', KEYS[2], tostring(index + 1))
+redis.call('HSET', KEYS[1], tostring(index), ARGV[2])
+if ARGV[3] ~= '' then
+  redis.call('SADD', KEYS[3], KEYS[1] .. '#' .. index)
+  redis.call('SADD', KEYS[4], KEYS[3])
+end
+return {1, index}
+"""
+_WRITTEN, _EXISTED, _TAKEN = 1, 0, 2
+_GUESSES = 4096  # threads whose next step index is remembered
+_TRIES = 50
 # KEYS: thread set, step log, step counter; ARGV: the tether prefix
 _DELETE = """
 local runs = ARGV[1] .. ':run:'
@@ -110,9 +151,21 @@ return #KEYS
 
 
 def tether_prefix(checkpoint_prefix: str) -> str:
-    """The key prefix for tether's records, derived from the saver's checkpoint prefix."""
-    base = checkpoint_prefix.removesuffix("checkpoint").rstrip("_")
-    return f"{base}_tether" if base else "tether"
+    """The key prefix for tether's records, derived from the saver's checkpoint prefix.
+
+    Distinct for distinct key prefixes (``acme`` and ``acme_`` included); see
+    :mod:`tether.checkpointing.redis.prefixes`.
+    """
+    return records_prefix(checkpoint_prefix)
+
+
+# Runs a script with (step, step text); returns its answer.
+_Write = Callable[[str, str], Awaitable[Any]]
+
+
+def _answer(reply: Any) -> tuple[int, int]:
+    status, index = reply
+    return int(status), int(index)
 
 
 def _text(value: Any) -> str:
@@ -138,13 +191,24 @@ class RedisDriver:
         self.loop: asyncio.AbstractEventLoop | None = saver.loop
         self._p = tether_prefix(saver._checkpoint_prefix)
         self._put = self._redis.register_script(_PUT)
+        self._append = self._redis.register_script(_APPEND)
         self._delete = self._redis.register_script(_DELETE)
         self._delete_runs = self._redis.register_script(_DELETE_RUNS)
+        # thread -> the index its next encrypted step will try (the text is bound
+        # to it): reserved here, so concurrent appends of this process try
+        # distinct indexes, and usually right the first time.
+        self._next_index: dict[str, int] = {}
 
     def _rec(self, kind: str, key: str) -> str:
         return f"{self._p}:rec:{kind}:{key}"
 
-    async def _write(self, raw: RawRecord, mode: str, step: tuple[int, str] | None = None) -> bool:
+    def _run(self, run_id: str | None) -> str:
+        # Without a run the key is named but never written (scripts check the run id).
+        return f"{self._p}:run:{run_id or ''}"
+
+    async def _write(
+        self, raw: RawRecord, mode: str, step: StepPayload | None = None
+    ) -> tuple[int, int]:
         p, kind, thread = self._p, raw.kind, raw.thread_id
         keys = [
             self._rec(kind, raw.key),
@@ -153,22 +217,52 @@ class RedisDriver:
             f"{p}:order:{kind}@{thread}",
             f"{p}:thread:{thread}",
             f"{p}:steps:{thread}",
-            f"{p}:run:{raw.run_id or ''}",
+            f"{p}:stepseq:{thread}",
+            self._run(raw.run_id),
         ]
-        index, value = (str(step[0]), step[1]) if step else ("", "")
-        args = [kind, raw.key, thread, raw.payload, repr(raw.created_at), mode, index, value]
-        return bool(await self._put(keys=keys, args=[*args, raw.run_id or ""]))
+        args = [kind, raw.key, thread, raw.payload, repr(raw.created_at), mode]
+        run = raw.run_id or ""
+
+        async def put(index: str, value: str) -> Any:
+            return await self._put(keys=keys, args=[*args, index, value, run])
+
+        if step is None:
+            return _answer(await put("", ""))
+        return await self._with_step(thread, step, put)
+
+    async def _with_step(self, thread: str, step: StepPayload, write: _Write) -> tuple[int, int]:
+        """Run ``write(index, text)`` until the step lands (once, unless its index was taken)."""
+        if step.fixed is not None:
+            return _answer(await write("next", step.fixed))
+        floor = 0
+        for _ in range(_TRIES):
+            guess = self._reserve(thread, floor)
+            status, index = _answer(await write(str(guess), step.encode(guess)))
+            if status == _EXISTED and self._next_index.get(thread) == guess + 1:
+                self._next_index[thread] = guess  # unused: the next append takes it
+            if status != _TAKEN:
+                return status, index
+            floor = index  # the log moved past it: encrypt for a later index
+        raise RecordStoreError(
+            f"could not append to the step log of thread {thread!r}: its next index was "
+            f"taken {_TRIES} times in a row by other writers"
+        )
+
+    def _reserve(self, thread: str, floor: int) -> int:
+        """An index no other append of this process tries, at least ``floor``."""
+        index = max(self._next_index.pop(thread, 0), floor)
+        if len(self._next_index) >= _GUESSES:
+            self._next_index.pop(next(iter(self._next_index)))
+        self._next_index[thread] = index + 1
+        return index
 
     async def put_with_step(self, raw: RawRecord, replace: bool, step: StepPayload) -> int | None:
-        # The index is reserved first (ciphertexts are bound to it); if the record
-        # already existed the reserved index stays unused, a gap steps() skips.
-        index = int(await self._redis.incr(f"{self._p}:stepseq:{raw.thread_id}")) - 1
-        mode = "upsert" if replace else "insert"
-        written = await self._write(raw, mode, (index, step.encode(index)))
-        return index if written else None
+        status, index = await self._write(raw, "upsert" if replace else "insert", step)
+        return index if status == _WRITTEN else None
 
     async def insert(self, raw: RawRecord) -> bool:
-        return await self._write(raw, "insert")
+        status, _ = await self._write(raw, "insert")
+        return status == _WRITTEN
 
     async def upsert(self, raw: RawRecord) -> None:
         await self._write(raw, "upsert")
@@ -188,19 +282,18 @@ class RedisDriver:
         return [_raw(fields) for fields in await pipe.execute() if fields]
 
     async def append_step(self, thread_id: str, step: StepPayload) -> int:
-        # INCR hands out each index once, on every worker; a crash before HSET
-        # leaves a gap, which steps() skips.
-        index = int(await self._redis.incr(f"{self._p}:stepseq:{thread_id}")) - 1
-        log = f"{self._p}:steps:{thread_id}"
-        if step.run_id is None:
-            await self._redis.hset(log, str(index), step.encode(index))
-            return index
-        run = f"{self._p}:run:{step.run_id}"
-        pipe = self._redis.pipeline(transaction=True)
-        pipe.hset(log, str(index), step.encode(index))
-        pipe.sadd(run, f"{log}#{index}")
-        pipe.sadd(f"{self._p}:thread:{thread_id}", run)
-        await pipe.execute()
+        keys = [
+            f"{self._p}:steps:{thread_id}",
+            f"{self._p}:stepseq:{thread_id}",
+            self._run(step.run_id),
+            f"{self._p}:thread:{thread_id}",
+        ]
+        run = step.run_id or ""
+
+        async def append(index: str, value: str) -> Any:
+            return await self._append(keys=keys, args=[index, value, run])
+
+        _, index = await self._with_step(thread_id, step, append)
         return index
 
     async def steps(self, thread_id: str) -> builtins.list[tuple[int, str]]:
@@ -216,5 +309,5 @@ class RedisDriver:
         await self._delete(keys=keys, args=[self._p])
 
     async def delete_runs(self, run_ids: builtins.list[str]) -> None:
-        keys = [f"{self._p}:run:{run_id}" for run_id in run_ids]
+        keys = [self._run(run_id) for run_id in run_ids]
         await self._delete_runs(keys=keys, args=[self._p])

@@ -7,10 +7,8 @@ from collections.abc import Sequence
 
 from langgraph.checkpoint.redis.util import from_storage_safe_id, to_storage_safe_id
 
-# redisvl ships no type information (no py.typed marker).
-from redisvl.query.filter import Tag  # type: ignore[import-untyped]
-
 from tether.checkpointing.redis.base import RedisBase, chunks, doc_field
+from tether.checkpointing.redis.matching import Match
 
 __all__ = ["Deleting"]
 
@@ -59,7 +57,7 @@ class Deleting(RedisBase):
         for chunk in chunks(safe, 100):
             for doc in await self._search(
                 self.checkpoints_index,
-                Tag("run_id") == list(chunk),
+                Match.tag("run_id", chunk),
                 ["thread_id", "checkpoint_ns", "checkpoint_id"],
             ):
                 doomed[from_storage_safe_id(doc_field(doc, "thread_id"))].add(
@@ -76,7 +74,7 @@ class Deleting(RedisBase):
         for chunk in chunks(ids, 100):
             for doc in await self._search(
                 self.checkpoint_writes_index,
-                self._thread_where(thread_id) & (Tag("checkpoint_id") == list(chunk)),
+                self._thread_where(thread_id) & Match.tag("checkpoint_id", chunk),
                 ["checkpoint_ns", "checkpoint_id"],
             ):
                 if (doc_field(doc, "checkpoint_ns"), doc_field(doc, "checkpoint_id")) in pairs:

@@ -9,6 +9,7 @@ from typing import Any
 from redis.asyncio import Redis
 from redis.exceptions import RedisError
 
+from tether.checkpointing.redis.prefixes import check_records_layout, saver_prefixes
 from tether.checkpointing.redis.saver import RedisSaver
 from tether.checkpointing.url import CheckpointerURL, redact
 from tether.errors import BackendUnavailableError, ConfigurationError, MissingRedisModuleError
@@ -35,20 +36,6 @@ async def required_modules(client: Redis) -> list[str]:
     return [label for name, label in _REQUIRED_MODULES.items() if name not in loaded]
 
 
-def _prefixes(key_prefix: str | None) -> dict[str, Any]:
-    if key_prefix is None:
-        return {}
-    if not key_prefix or ":" in key_prefix or not key_prefix.isprintable():
-        raise ConfigurationError(
-            f"Redis key_prefix {key_prefix!r} must be non-empty printable text without ':' "
-            "(the saver uses ':' to separate key parts)"
-        )
-    return {
-        "checkpoint_prefix": f"{key_prefix}_checkpoint",
-        "checkpoint_write_prefix": f"{key_prefix}_checkpoint_write",
-    }
-
-
 @asynccontextmanager
 async def open_redis(url: CheckpointerURL, **options: Any) -> AsyncIterator[RedisSaver]:
     """Connect to the Redis server ``url`` names, check its modules, yield a set-up saver.
@@ -56,7 +43,8 @@ async def open_redis(url: CheckpointerURL, **options: Any) -> AsyncIterator[Redi
     Args:
         url: The parsed ``redis://`` or ``rediss://`` URL.
         **options: ``key_prefix`` (isolates several tether deployments in one
-            Redis), ``ttl`` (passed to the saver), ``connect_timeout`` in seconds.
+            Redis; see :mod:`~tether.checkpointing.redis.prefixes`), ``ttl``
+            (passed to the saver), ``connect_timeout`` in seconds.
     """
     unknown = set(options) - _OPTIONS
     if unknown:
@@ -64,6 +52,8 @@ async def open_redis(url: CheckpointerURL, **options: Any) -> AsyncIterator[Redi
             f"unknown option(s) for redis: {', '.join(sorted(unknown))}; "
             f"accepted: {', '.join(sorted(_OPTIONS))}"
         )
+    key_prefix = options.get("key_prefix")
+    prefixes = saver_prefixes(key_prefix)  # refuses a bad prefix before connecting
     timeout = float(options.get("connect_timeout", 5))
     client = Redis.from_url(url.url, socket_connect_timeout=timeout)
     try:
@@ -76,9 +66,8 @@ async def open_redis(url: CheckpointerURL, **options: Any) -> AsyncIterator[Redi
         missing = await required_modules(client)
         if missing:
             raise MissingRedisModuleError(url.where, missing)
-        saver = RedisSaver(
-            redis_client=client, ttl=options.get("ttl"), **_prefixes(options.get("key_prefix"))
-        )
+        await check_records_layout(client, key_prefix)
+        saver = RedisSaver(redis_client=client, ttl=options.get("ttl"), **prefixes)
         await saver.asetup()
         yield saver
     finally:

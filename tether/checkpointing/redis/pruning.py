@@ -14,9 +14,6 @@ from langgraph.checkpoint.redis.util import (
 from langgraph.constants import TASKS
 from redis.commands.search.document import Document
 
-# redisvl ships no type information (no py.typed marker).
-from redisvl.query.filter import Tag  # type: ignore[import-untyped]
-
 from tether.checkpointing.prune import (
     CheckpointRow,
     check_prune_args,
@@ -28,6 +25,7 @@ from tether.checkpointing.prune import (
 )
 from tether.checkpointing.redis.base import doc_field
 from tether.checkpointing.redis.deleting import Deleting
+from tether.checkpointing.redis.matching import Match
 
 __all__ = ["Pruning"]
 
@@ -114,8 +112,8 @@ class Pruning(Deleting):
         sends = await self._search(
             self.checkpoint_writes_index,
             self._thread_where(thread_id)
-            & (Tag("channel") == TASKS)
-            & (Tag("checkpoint_id") == sorted(set(wanted.values()))),
+            & Match.tag("channel", TASKS)
+            & Match.tag("checkpoint_id", wanted.values()),
             ["checkpoint_ns", "checkpoint_id"],
         )
         have = {

@@ -16,13 +16,14 @@ from tether.checkpointing.cascade import (
 from tether.checkpointing.redis.copying import Copying
 from tether.checkpointing.redis.listing import Listing
 from tether.checkpointing.redis.pruning import Pruning
+from tether.checkpointing.redis.saving import Saving
 
 __all__ = ["RedisSaver"]
 
 
 # mypy compares SyncBridge's declared aprune with the upstream one Listing and
 # Copying inherit; Pruning's, ahead of upstream in the MRO, is the one that runs.
-class RedisSaver(SyncBridge, Listing, Pruning, Copying):  # type: ignore[misc]
+class RedisSaver(SyncBridge, Saving, Listing, Pruning, Copying):  # type: ignore[misc]
     """``AsyncRedisSaver`` with tether's fixes for the official conformance suite.
 
     Works from async code directly and from sync code through
