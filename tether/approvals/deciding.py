@@ -12,6 +12,7 @@ from typing import Any
 from langchain_core.runnables import RunnableConfig
 from langgraph.checkpoint.base import BaseCheckpointSaver
 from langgraph.pregel import Pregel
+from langgraph.types import StateSnapshot
 
 from tether.approvals.audit import audit_document
 from tether.approvals.decisions import (
@@ -26,6 +27,7 @@ from tether.approvals.decisions import (
 )
 from tether.approvals.errors import AlreadyDecidedError, ApprovalConfigError, ApprovalError
 from tether.approvals.request import APPROVAL_KIND, DECISION_KIND, ApprovalRequest
+from tether.runtime import aunfinished, unfinished
 from tether.store import store_for
 
 __all__ = [
@@ -93,7 +95,7 @@ async def settle(
         raise _lost_race(request)
     await store.append_step(request.thread_id, _decided_audit(request, doc))
     await graph.ainvoke(resume_command(interrupt_id, doc), config)
-    return result_of(request.approval_id, doc, await graph.aget_state(config))
+    return await _aresult(graph, config, request.approval_id, doc)
 
 
 def settle_sync(
@@ -113,7 +115,7 @@ def settle_sync(
         raise _lost_race(request)
     store.sync.append_step(request.thread_id, _decided_audit(request, doc))
     graph.invoke(resume_command(interrupt_id, doc), config)
-    return result_of(request.approval_id, doc, graph.get_state(config))
+    return _result(graph, config, request.approval_id, doc)
 
 
 async def decide(
@@ -195,13 +197,18 @@ async def resume_decided(
     """Resume a run whose decision was stored but never delivered (the decider died).
 
     The gate takes the stored decision, so running the thread again is enough.
+    It also finishes a run the decision did resume, when the process died
+    after the approved step's writes were stored and before its checkpoint
+    was: LangGraph then shows no pending interrupt and ``next == ()``, but
+    :func:`tether.runtime.unfinished` sees the step still to be folded in.
     Use it only when the deciding process is known to be gone: while it is still
     resuming the run, a second resume would run the step twice.
 
     Raises:
         UnknownApprovalError: No such request.
         ApprovalError: The request has no decision yet.
-        ApprovalNotPendingError: The run is no longer paused at it.
+        ApprovalNotPendingError: The run is neither paused at it nor left
+            unfinished without a pending interrupt.
     """
     graph = _check_graph(graph)
     store = store_for(checkpointer)
@@ -210,10 +217,11 @@ async def resume_decided(
     if decided is None:
         raise _undecided(approval_id)
     config = _config(record.thread_id)
-    if interrupt_id_for(await graph.aget_state(config), approval_id) is None:
+    state = await graph.aget_state(config)
+    if not _resumable(state, approval_id, await aunfinished(graph, config)):
         raise not_pending(approval_id, record.thread_id)
     await graph.ainvoke(None, config)
-    return result_of(approval_id, decided.value, await graph.aget_state(config))
+    return await _aresult(graph, config, approval_id, decided.value)
 
 
 def resume_decided_sync(
@@ -227,7 +235,32 @@ def resume_decided_sync(
     if decided is None:
         raise _undecided(approval_id)
     config = _config(record.thread_id)
-    if interrupt_id_for(graph.get_state(config), approval_id) is None:
+    if not _resumable(graph.get_state(config), approval_id, unfinished(graph, config)):
         raise not_pending(approval_id, record.thread_id)
     graph.invoke(None, config)
-    return result_of(approval_id, decided.value, graph.get_state(config))
+    return _result(graph, config, approval_id, decided.value)
+
+
+def _resumable(state: StateSnapshot, approval_id: str, left_unfinished: bool) -> bool:
+    """Paused at this approval, or left unfinished with no person to wait for."""
+    if interrupt_id_for(state, approval_id) is not None:
+        return True
+    # Killed after the decided step's writes were stored: nothing waits on a
+    # person, yet the run has a step to fold in. A run paused at *another*
+    # approval is not this decision's to resume.
+    return left_unfinished and not state.interrupts
+
+
+async def _aresult(
+    graph: Pregel[Any, Any, Any, Any], config: RunnableConfig, approval_id: str, doc: dict[str, Any]
+) -> DecisionResult:
+    state = await graph.aget_state(config)
+    return result_of(approval_id, doc, state, unfinished=await aunfinished(graph, config))
+
+
+def _result(
+    graph: Pregel[Any, Any, Any, Any], config: RunnableConfig, approval_id: str, doc: dict[str, Any]
+) -> DecisionResult:
+    return result_of(
+        approval_id, doc, graph.get_state(config), unfinished=unfinished(graph, config)
+    )

@@ -204,13 +204,19 @@ def not_pending(approval_id: str, thread_id: str) -> ApprovalNotPendingError:
     )
 
 
-def result_of(approval_id: str, doc: dict[str, Any], state: StateSnapshot) -> DecisionResult:
-    """The :class:`DecisionResult` after resuming."""
+def result_of(
+    approval_id: str, doc: dict[str, Any], state: StateSnapshot, *, unfinished: bool
+) -> DecisionResult:
+    """The :class:`DecisionResult` after resuming.
+
+    ``unfinished`` comes from :func:`tether.runtime.unfinished`: ``state.next``
+    is empty for a run whose last step's writes are stored but not checkpointed.
+    """
     return DecisionResult(
         approval_id=approval_id,
         decision=doc,
         pending=pending_payloads(state),
-        finished=not state.next,
+        finished=not unfinished,
         values=state.values,
     )
 

@@ -26,6 +26,7 @@ from pathlib import Path
 from typing import Any
 
 from langchain_core.messages import AIMessage
+from langchain_core.runnables import RunnableConfig
 
 from tether.approvals import get_approval
 from tether.approvals.display import format_approval
@@ -34,6 +35,7 @@ from tether.demo.graph import DEMO_DIR_ENV, build_demo_graph
 from tether.graphs.payments import FakePaymentsProvider
 from tether.graphs.refund_scenario import CALLS_FILE, PAYMENTS_FILE, refund_input
 from tether.graphs.scripted import read_calls
+from tether.runtime import aunfinished
 from tether.steps import Step, read_steps
 
 __all__ = ["EDITED_AMOUNT_CENTS", "run_demo"]
@@ -147,7 +149,11 @@ async def _summary(url: str, workdir: Path, thread_id: str, out: Printer) -> boo
     async with open_checkpointer(url) as saver:
         steps = await read_steps(saver, thread_id)
         graph = build_demo_graph(checkpointer=saver, workdir=workdir)
-        state = await graph.aget_state({"configurable": {"thread_id": thread_id}})
+        config: RunnableConfig = {"configurable": {"thread_id": thread_id}}
+        state = await graph.aget_state(config)
+        # Not `state.next`: it is empty for a run killed between a step's writes
+        # and its checkpoint, which still has work to do.
+        left = await aunfinished(graph, config)
     out("\n  the whole step log, as recorded by both processes:")
     for step in steps:
         out(describe_step(step))
@@ -176,7 +182,9 @@ async def _summary(url: str, workdir: Path, thread_id: str, out: Printer) -> boo
         if ok
         else "  UNEXPECTED: a call or an effect was repeated; see above."
     )
-    return ok and not state.next
+    if left:
+        out("  UNEXPECTED: the run is not finished; `tether approvals resume` continues it.")
+    return ok and not left
 
 
 async def run_demo(base: Path, out: Printer = print) -> int:
