@@ -29,6 +29,7 @@ from tether.approvals import (
 )
 from tether.approvals.decisions import DecisionResult
 from tether.approvals.display import format_approval, format_approval_line
+from tether.approvals.escaping import escape_json, escape_text
 from tether.checkpointing import open_checkpointer
 from tether.errors import ConfigurationError
 
@@ -93,10 +94,11 @@ def _cmd_list(args: argparse.Namespace) -> int:
         status = None if args.status == "all" else args.status
         views = await list_approvals(saver, thread_id=args.thread, status=status)
         if args.json:
-            print(json.dumps([{**v.request.to_dict(), "state": v.status} for v in views], indent=2))
+            listed = [{**v.request.to_dict(), "state": v.status} for v in views]
+            print(escape_json(listed, indent=2))
             return 0
         if not views:
-            where = f" in thread {args.thread!r}" if args.thread else ""
+            where = f" in thread '{escape_text(args.thread)}'" if args.thread else ""
             print(
                 f"no {args.status if args.status != 'all' else ''} approvals{where}".replace(
                     "  ", " "
@@ -114,7 +116,7 @@ def _cmd_show(args: argparse.Namespace) -> int:
         view = await get_approval(saver, args.approval_id)
         if args.json:
             print(
-                json.dumps(
+                escape_json(
                     {**view.request.to_dict(), "state": view.status, "decision": view.decision},
                     indent=2,
                 )
@@ -158,13 +160,17 @@ def _edited(args: argparse.Namespace, original: dict[str, Any]) -> dict[str, Any
 
 
 def _report(result: DecisionResult) -> None:
+    d = result.decision
     print(
-        f"{result.decision['decision']} recorded for {result.approval_id} by "
-        f"{result.decision['by']}; the run resumed in process {os.getpid()}"
+        f"{escape_text(d['decision'])} recorded for {escape_text(result.approval_id)} by "
+        f"{escape_text(d['by'])}; the run resumed in process {os.getpid()}"
     )
     if result.pending:
         for payload in result.pending:
-            print(f"the run now waits on approval {payload['approval_id']} ({payload['action']})")
+            print(
+                f"the run now waits on approval {escape_text(payload['approval_id'])} "
+                f"({escape_text(payload['action'])})"
+            )
     elif result.finished:
         print("the run finished")
 
@@ -216,7 +222,10 @@ def _cmd_expire(args: argparse.Namespace) -> int:
     async def body(saver: BaseCheckpointSaver[Any]) -> int:
         actions = await expire_due(saver, load_graph(args.graph, saver), now=now)
         for action in actions:
-            print(f"{action.approval_id}  {action.outcome:<16}  {action.detail}")
+            print(
+                f"{escape_text(action.approval_id)}  {action.outcome:<16}  "
+                f"{escape_text(action.detail)}"
+            )
         if not actions:
             print("no expired approvals")
         return 0
