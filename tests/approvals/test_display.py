@@ -66,9 +66,10 @@ def _cli(capsys: pytest.CaptureFixture[str], *argv: str) -> str:
         ("\x1b]8;;http://x\x07l", "\\x1b]8;;http://x\\x07l"),
         ("\x9b2J\x7f\x00", "\\x9b2J\\x7f\\x00"),
         ("\u202eabc\u202c", "\\u202eabc\\u202c"),
-        ("\u2066\u2067\u2068\u2069\u200e\u200f\u202a\u202b\u202d", (
-            "\\u2066\\u2067\\u2068\\u2069\\u200e\\u200f\\u202a\\u202b\\u202d"
-        )),
+        (
+            "\u2066\u2067\u2068\u2069\u200e\u200f\u202a\u202b\u202d",
+            ("\\u2066\\u2067\\u2068\\u2069\\u200e\\u200f\\u202a\\u202b\\u202d"),
+        ),
         ("zero\u200bwidth\ufeff\u2060\u00ad", "zero\\u200bwidth\\ufeff\\u2060\\xad"),
         ("\u3164\u115f\uffa0", "\\u3164\\u115f\\uffa0"),
         ("line\u2028para\u2029", "line\\u2028para\\u2029"),
@@ -118,8 +119,8 @@ def test_a_hostile_why_cannot_change_the_amount_the_approver_sees(
 
 
 def test_every_field_shown_is_escaped(tmp_path: Path) -> None:
-    _, approval_id = _paused(tmp_path, graphs.HOSTILE)
-    with open_checkpointer_sync(f"sqlite:///{tmp_path / f'{len(graphs.HOSTILE)}.db'}") as saver:
+    url, _ = _paused(tmp_path, graphs.HOSTILE)
+    with open_checkpointer_sync(url) as saver:
         (view,) = list_approvals_sync(saver)
     h = graphs.HOSTILE
     request = replace(
