@@ -84,6 +84,10 @@ def test_approve_resumes_the_run(waiting: Waiting, capsys: pytest.CaptureFixture
     assert f"approve recorded for {waiting.approval_id} by alice" in out
     assert "the run finished" in out
     assert _status(waiting) == "approved"
+    with open_checkpointer_sync(waiting.url) as saver:
+        decision = get_approval_sync(saver, waiting.approval_id).decision
+    assert decision is not None
+    assert (decision["by"], decision["decider_source"]) == ("alice", "cli")
     code, out, _ = _run(capsys, "approvals", "list", "--url", waiting.url, "--status", "all")
     assert "approved" in out
 

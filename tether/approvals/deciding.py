@@ -5,7 +5,7 @@ See :mod:`tether.approvals.decisions` for the checks and the exactly-once rule.
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from datetime import datetime
 from typing import Any
 
@@ -25,13 +25,21 @@ from tether.approvals.decisions import (
     result_of,
     resume_command,
 )
-from tether.approvals.errors import AlreadyDecidedError, ApprovalConfigError, ApprovalError
+from tether.approvals.errors import (
+    AlreadyDecidedError,
+    ApprovalConfigError,
+    ApprovalError,
+    ApproverNotAllowedError,
+)
+from tether.approvals.identity import Decider, DecisionPayload
 from tether.approvals.request import APPROVAL_KIND, DECISION_KIND, ApprovalRequest
 from tether.runtime import aunfinished, unfinished
 from tether.store import store_for
 
 __all__ = [
     "decide",
+    "decide_as",
+    "decide_as_sync",
     "decide_sync",
     "resume_decided",
     "resume_decided_sync",
@@ -58,6 +66,7 @@ def _decided_audit(request: ApprovalRequest, doc: dict[str, Any]) -> dict[str, A
         request,
         "decided",
         by=doc["by"],
+        decider_source=doc.get("decider_source"),
         outcome=doc["decision"],
         policy=doc["policy"],
         reason=doc["reason"],
@@ -65,10 +74,31 @@ def _decided_audit(request: ApprovalRequest, doc: dict[str, Any]) -> dict[str, A
     )
 
 
-def _decision_kwargs(given: dict[str, Any]) -> dict[str, Any]:
-    """The keyword arguments of ``build_decision`` among ``decide``'s arguments."""
-    names = ("by", "args_sha256", "edited_args", "reason", "now")
-    return {**{n: given[n] for n in names}, "roles": tuple(given["roles"])}
+def _trusted(by: str, roles: Iterable[str]) -> Decider:
+    """The library caller's ``by=``/``roles=``, taken on trust (the caller is the boundary)."""
+    if not by or not isinstance(by, str):
+        raise ApproverNotAllowedError("a decision must say who decides (by='user id')")
+    return Decider(by, roles, source="caller")
+
+
+def _payload(body: DecisionPayload | Mapping[str, Any]) -> DecisionPayload:
+    return body if isinstance(body, DecisionPayload) else DecisionPayload.from_body(body)
+
+
+def _document(
+    request: ApprovalRequest, decider: Decider, payload: DecisionPayload, now: datetime | None
+) -> dict[str, Any]:
+    return build_decision(
+        request,
+        payload.decision,
+        by=decider.user_id,
+        roles=decider.roles,
+        source=decider.source,
+        args_sha256=payload.args_sha256,
+        edited_args=payload.edited_args,
+        reason=payload.reason,
+        now=now,
+    )
 
 
 def _lost_race(request: ApprovalRequest) -> AlreadyDecidedError:
@@ -134,6 +164,10 @@ async def decide(
 ) -> DecisionResult:
     """Decide an approval request and resume the run that waits on it.
 
+    ``by`` and ``roles`` are taken on trust: the caller is the trust boundary.
+    A server deciding for an authenticated user uses :func:`decide_as`, which
+    keeps the identity apart from the request body.
+
     Args:
         checkpointer: The checkpointer the run uses.
         thread_id: The run's thread (``None``: take it from the stored request).
@@ -155,11 +189,11 @@ async def decide(
         ApprovalExpiredError, ArgsHashMismatchError, InvalidEditError,
         ApprovalNotPendingError: See :mod:`tether.approvals.decisions`.
     """
-    store = store_for(checkpointer)
-    records = [await store.get(kind, approval_id) for kind in (APPROVAL_KIND, DECISION_KIND)]
-    request = check_request(thread_id, approval_id, *records)
-    doc = build_decision(request, decision, **_decision_kwargs(locals()))
-    return await settle(checkpointer, graph, request, doc)
+    payload = DecisionPayload(decision, args_sha256, edited_args, reason)
+    return await _adecide(
+        checkpointer, graph, thread_id=thread_id, approval_id=approval_id,
+        decider=_trusted(by, roles), payload=payload, now=now,
+    )  # fmt: skip
 
 
 def decide_sync(
@@ -177,11 +211,111 @@ def decide_sync(
     now: datetime | None = None,
 ) -> DecisionResult:
     """Sync twin of :func:`decide` (not from the checkpointer's own event loop)."""
+    payload = DecisionPayload(decision, args_sha256, edited_args, reason)
+    return _decide(
+        checkpointer, graph, thread_id=thread_id, approval_id=approval_id,
+        decider=_trusted(by, roles), payload=payload, now=now,
+    )  # fmt: skip
+
+
+async def decide_as(
+    checkpointer: BaseCheckpointSaver[Any],
+    decider: Decider,
+    approval_id: str,
+    payload: DecisionPayload | Mapping[str, Any],
+    *,
+    graph: Any,
+    thread_id: str | None = None,
+    now: datetime | None = None,
+) -> DecisionResult:
+    """Decide as an authenticated person: the identity and the request body kept apart.
+
+    For servers: ``decider`` comes from authentication, ``payload`` from the
+    request body (a :class:`DecisionPayload`, or the decoded JSON, parsed with
+    :meth:`DecisionPayload.from_body`). A body that tries to say who decides
+    (``by``, ``roles``, ``decider``, ...) is refused before anything is read or
+    written, so the recorded decider is always ``decider``.
+
+    Args:
+        checkpointer: The checkpointer the run uses.
+        decider: Who decides, as the server's authentication established it.
+        approval_id: The request's id.
+        payload: What the person decided.
+        graph: The compiled graph that runs the thread (with the checkpointer).
+        thread_id: The thread the request must belong to (``None``: any).
+        now: The current time (injectable for tests).
+
+    Raises:
+        ApprovalConfigError: ``decider`` is not a :class:`Decider`, or the body
+            is malformed or names a decider.
+        UnknownApprovalError, AlreadyDecidedError, ApproverNotAllowedError,
+        ApprovalExpiredError, ArgsHashMismatchError, InvalidEditError,
+        ApprovalNotPendingError: As for :func:`decide`.
+    """
+    parsed = _payload(payload)
+    return await _adecide(
+        checkpointer, graph, thread_id=thread_id, approval_id=approval_id,
+        decider=_checked_decider(decider), payload=parsed, now=now,
+    )  # fmt: skip
+
+
+def decide_as_sync(
+    checkpointer: BaseCheckpointSaver[Any],
+    decider: Decider,
+    approval_id: str,
+    payload: DecisionPayload | Mapping[str, Any],
+    *,
+    graph: Any,
+    thread_id: str | None = None,
+    now: datetime | None = None,
+) -> DecisionResult:
+    """Sync twin of :func:`decide_as`."""
+    parsed = _payload(payload)
+    return _decide(
+        checkpointer, graph, thread_id=thread_id, approval_id=approval_id,
+        decider=_checked_decider(decider), payload=parsed, now=now,
+    )  # fmt: skip
+
+
+def _checked_decider(decider: Any) -> Decider:
+    if not isinstance(decider, Decider):
+        raise ApprovalConfigError(
+            f"decider must be a Decider(user_id, roles, source) built from the authenticated "
+            f"user, got {type(decider).__name__}"
+        )
+    return decider
+
+
+async def _adecide(
+    checkpointer: BaseCheckpointSaver[Any],
+    graph: Any,
+    *,
+    thread_id: str | None,
+    approval_id: str,
+    decider: Decider,
+    payload: DecisionPayload,
+    now: datetime | None,
+) -> DecisionResult:
+    store = store_for(checkpointer)
+    records = [await store.get(kind, approval_id) for kind in (APPROVAL_KIND, DECISION_KIND)]
+    request = check_request(thread_id, approval_id, *records)
+    return await settle(checkpointer, graph, request, _document(request, decider, payload, now))
+
+
+def _decide(
+    checkpointer: BaseCheckpointSaver[Any],
+    graph: Any,
+    *,
+    thread_id: str | None,
+    approval_id: str,
+    decider: Decider,
+    payload: DecisionPayload,
+    now: datetime | None,
+) -> DecisionResult:
     store = store_for(checkpointer)
     records = [store.sync.get(kind, approval_id) for kind in (APPROVAL_KIND, DECISION_KIND)]
     request = check_request(thread_id, approval_id, *records)
-    doc = build_decision(request, decision, **_decision_kwargs(locals()))
-    return settle_sync(checkpointer, graph, request, doc)
+    return settle_sync(checkpointer, graph, request, _document(request, decider, payload, now))
 
 
 def _undecided(approval_id: str) -> ApprovalError:

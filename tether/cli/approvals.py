@@ -21,7 +21,9 @@ from langgraph.checkpoint.base import BaseCheckpointSaver
 from langgraph.pregel import Pregel
 
 from tether.approvals import (
-    decide,
+    Decider,
+    DecisionPayload,
+    decide_as,
     expire_due,
     get_approval,
     list_approvals,
@@ -182,17 +184,12 @@ def _cmd_decide(args: argparse.Namespace) -> int:
         if args.decision == "edit":
             view = await get_approval(saver, args.approval_id)
             edited = _edited(args, view.request.args)
-        result = await decide(
-            saver,
-            args.thread,
-            args.approval_id,
-            args.decision,
-            graph=graph,
-            by=args.by,
-            roles=args.role or (),
-            args_sha256=args.args_sha256,
-            edited_args=edited,
-            reason=args.reason,
+        # --by and --role are taken on trust: whoever can run this command against
+        # the database can decide as anyone (see docs/approvals.md, "Decided by whom").
+        decider = Decider(args.by, args.role or (), source="cli")
+        payload = DecisionPayload(args.decision, args.args_sha256, edited, args.reason)
+        result = await decide_as(
+            saver, decider, args.approval_id, payload, graph=graph, thread_id=args.thread
         )
         _report(result)
         return 0
