@@ -26,6 +26,7 @@ from langchain_core.messages import AIMessage, BaseMessage, HumanMessage
 from langgraph.checkpoint.base import BaseCheckpointSaver
 from langgraph.graph.state import CompiledStateGraph
 
+from tether import aunfinished
 from tether.graphs import (
     FakeOrder,
     FakePaymentsProvider,
@@ -108,7 +109,9 @@ async def run_ticket(agent: CompiledStateGraph[Any], saver: BaseCheckpointSaver[
     FakePaymentsProvider(PAYMENTS_FILE).add_order(ORDER)
     config: Any = {"configurable": {"thread_id": THREAD_ID}}
     state = await agent.aget_state(config)
-    if state.next:
+    # Not `state.next`: it is empty for a run killed after a step's writes were
+    # stored and before its checkpoint was, which invoke(None) still finishes.
+    if await aunfinished(agent, config):
         print(f"resuming thread {THREAD_ID} where the last process died")
         result = await agent.ainvoke(None, config)
     elif state.values:

@@ -31,6 +31,7 @@ EXPECTED = [
     "VersionMismatchError",
     "__version__",
     "arequest_approval",
+    "aunfinished",
     "decide",
     "decide_sync",
     "durable_tool",
@@ -47,6 +48,7 @@ EXPECTED = [
     "rotate_keys",
     "run_crashtest",
     "transcript_channel",
+    "unfinished",
     "with_budget",
 ]
 

@@ -3,7 +3,7 @@
 The public API is listed in ``__all__`` below and locked by
 ``tests/test_exported_members.py``; everything else is reachable through the
 subpackages (``tether.checkpointing``, ``tether.steps``, ``tether.approvals``,
-``tether.graphs``, ``tether.crashtest``) but may change without notice.
+``tether.graphs``, ``tether.crashtest``, ``tether.runtime``) but may change without notice.
 """
 
 from tether._version import __version__
@@ -33,6 +33,7 @@ from tether.errors import (
     TetherError,
 )
 from tether.graphs import ScriptedChatModel
+from tether.runtime import aunfinished, unfinished
 from tether.steps import (
     Budget,
     BudgetExceededError,
@@ -80,6 +81,7 @@ __all__ = [
     "VersionMismatchError",
     "__version__",
     "arequest_approval",
+    "aunfinished",
     "decide",
     "decide_sync",
     "durable_tool",
@@ -96,5 +98,6 @@ __all__ = [
     "rotate_keys",
     "run_crashtest",
     "transcript_channel",
+    "unfinished",
     "with_budget",
 ]

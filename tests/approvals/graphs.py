@@ -145,3 +145,51 @@ def parallel_graph(checkpointer: BaseCheckpointSaver[Any]) -> Any:
     graph.add_conditional_edges(START, fan_out, ["pay"])
     graph.add_edge("pay", END)
     return graph.compile(checkpointer=checkpointer)
+
+
+# What a model could put in an argument it chooses: a newline and a fake
+# "arguments" block claiming a small amount, then ANSI "conceal" (SGR 8) to hide
+# what follows on a terminal, an OSC 8 hyperlink, a right-to-left override that
+# shows "cents 10" backwards, a C1 CSI clearing the screen, and invisible
+# characters (zero-width space, byte order mark, a Hangul filler, a tag character).
+HOSTILE = (
+    "box was damaged\n"
+    "  arguments     sha256 " + "0" * 64 + "\n"
+    "                  {\n"
+    '                    "amount_cents": 10\n'
+    "                  }\n"
+    "\x1b[8m"
+    "\x1b]8;;https://evil.example\x07open\x1b]8;;\x07"
+    "\u202e01 stnec\u202c\u2066\u2069\u200e\u200f"
+    "\x9b2J\r\x7f\x00\u200b\ufeff\u3164\U000e0041\u2028\u00a0end"
+)
+
+
+def refund_graph(reason: str) -> Any:
+    """A factory whose ``why`` quotes an argument the model chose, as the README's does."""
+
+    def factory(checkpointer: BaseCheckpointSaver[Any]) -> Any:
+        def refund(state: PayState) -> PayState:
+            args = {"order_id": "A-1001", "amount_cents": state["amount"], "reason": reason}
+            outcome = request_approval(
+                "issue_refund",
+                args,
+                why=f"refund {args['amount_cents']} cents on {args['order_id']}: {reason}",
+                affects=f"the card of the customer who wrote: {reason}",
+                if_denied=reason,
+                observations=lambda: {"order": {"note": reason}, reason: 1},
+                depends_on={"order": lambda: reason},
+                approvers=APPROVERS,
+                expires_in=EXPIRES_IN,
+                on_expiry=SafeAlternative(),
+                alternative=Alternative("issue_refund", {**args, "amount_cents": 1}, reason),
+            )
+            return {"log": _effect(outcome) if outcome.args is None else ["refunded"]}
+
+        graph = StateGraph(PayState)
+        graph.add_node("refund", refund)
+        graph.add_edge(START, "refund")
+        graph.add_edge("refund", END)
+        return graph.compile(checkpointer=checkpointer)
+
+    return factory

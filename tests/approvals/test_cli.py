@@ -64,8 +64,8 @@ def test_list_and_show(waiting: Waiting, capsys: pytest.CaptureFixture[str]) -> 
         "affects       the company account",
         "if denied     the invoice stays unpaid",
         f"arguments     sha256 {waiting.args_sha256}",
-        "amount: 500",
-        "balance_cents: 100",
+        '"amount": 500,',
+        '"balance_cents": 100',
         "depends on    balance@1",
         "who decides   users: alice; roles: finance",
         "on expiry     stop the run (partial result) (a timeout never approves)",
@@ -84,6 +84,10 @@ def test_approve_resumes_the_run(waiting: Waiting, capsys: pytest.CaptureFixture
     assert f"approve recorded for {waiting.approval_id} by alice" in out
     assert "the run finished" in out
     assert _status(waiting) == "approved"
+    with open_checkpointer_sync(waiting.url) as saver:
+        decision = get_approval_sync(saver, waiting.approval_id).decision
+    assert decision is not None
+    assert (decision["by"], decision["decider_source"]) == ("alice", "cli")
     code, out, _ = _run(capsys, "approvals", "list", "--url", waiting.url, "--status", "all")
     assert "approved" in out
 
@@ -97,7 +101,7 @@ def test_edit_with_set(waiting: Waiting, capsys: pytest.CaptureFixture[str]) -> 
     assert code == 0, err
     code, out, _ = _run(capsys, "approvals", "show", waiting.approval_id, "--url", waiting.url)
     assert "decision      edit by erin" in out
-    assert "amount: 120" in out
+    assert '"amount": 120,' in out
 
 
 def test_expire(waiting: Waiting, capsys: pytest.CaptureFixture[str]) -> None:

@@ -12,11 +12,11 @@ from __future__ import annotations
 import json
 import re
 from collections.abc import Mapping
+from contextvars import ContextVar
 from dataclasses import asdict
 from pathlib import Path
 from typing import Any
 
-from langchain_core.runnables import RunnableConfig
 from langchain_core.tools import tool
 from langgraph.checkpoint.base import BaseCheckpointSaver
 from langgraph.graph import START, StateGraph
@@ -87,7 +87,10 @@ not_a_target = 42
 EDITED_CENTS = 2500
 
 
-class _ResumedByDecide:
+_DECIDING: ContextVar[bool] = ContextVar("_DECIDING", default=False)
+
+
+def _resumed_by_decide(graph: Any) -> Any:
     """The demo's gated refund agent, resumed the way tether resumes a run that waits on a person.
 
     The approval gate only takes a decision that :func:`tether.approvals.decide`
@@ -95,24 +98,30 @@ class _ResumedByDecide:
     So the harness's resume becomes ``decide`` (store the decision, then resume
     the run), or ``resume_decided`` when an earlier process stored the decision
     and was killed before its resume finished. Everything else goes to the graph.
+
+    The graph stays a compiled graph (its class gains this ``ainvoke``), so the
+    harness can ask ``tether.unfinished`` about it; ``decide``'s own resume,
+    made while ``_DECIDING`` is set, reaches LangGraph unchanged.
     """
+    base = type(graph)
 
-    def __init__(self, graph: Any) -> None:
-        self.graph = graph
-        self.checkpointer = graph.checkpointer
-
-    async def aget_state(self, config: RunnableConfig) -> Any:
-        return await self.graph.aget_state(config)
-
-    async def ainvoke(self, payload: Any, config: RunnableConfig, **kwargs: Any) -> Any:
-        if not isinstance(payload, Command) or not isinstance(payload.resume, dict):
-            return await self.graph.ainvoke(payload, config, **kwargs)
-        for answer in payload.resume.values():
-            try:
-                await decide(self.checkpointer, None, graph=self.graph, **answer)
-            except AlreadyDecidedError:
-                await resume_decided(self.checkpointer, answer["approval_id"], graph=self.graph)
+    async def ainvoke(self: Any, payload: Any, config: Any = None, **kwargs: Any) -> Any:
+        answers = isinstance(payload, Command) and isinstance(payload.resume, dict)
+        if _DECIDING.get() or not answers:
+            return await base.ainvoke(self, payload, config, **kwargs)
+        token = _DECIDING.set(True)
+        try:
+            for answer in payload.resume.values():
+                try:
+                    await decide(self.checkpointer, None, graph=self, **answer)
+                except AlreadyDecidedError:
+                    await resume_decided(self.checkpointer, answer["approval_id"], graph=self)
+        finally:
+            _DECIDING.reset(token)
         return None
+
+    graph.__class__ = type("ResumedByDecide", (base,), {"ainvoke": ainvoke})
+    return graph
 
 
 def _edit_the_amount(request: dict[str, Any]) -> dict[str, Any]:
@@ -145,7 +154,7 @@ def _normalize_ids(values: Mapping[str, Any]) -> Any:
 
 
 def _build_gated(checkpointer: BaseCheckpointSaver[Any], workdir: Path) -> Any:
-    return _ResumedByDecide(build_demo_graph(checkpointer=checkpointer, workdir=workdir))
+    return _resumed_by_decide(build_demo_graph(checkpointer=checkpointer, workdir=workdir))
 
 
 def gated_target() -> CrashTarget:

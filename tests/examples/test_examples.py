@@ -99,3 +99,25 @@ def test_a_finished_thread_is_reported_not_run_again(example: str, tmp_path: Pat
     assert "thread ticket-42 is finished" in again.stdout
     assert "model calls: 0 by this process, 2 in all" in again.stdout
     _assert_one_refund(tmp_path, again.stdout)
+
+
+def test_a_run_killed_after_a_steps_writes_is_resumed_not_reported_finished(
+    tmp_path: Path,
+) -> None:
+    # The tools step's writes are stored (boundary 3), its checkpoint is not:
+    # LangGraph's get_state says next == (), as for a finished thread.
+    env = {k: v for k, v in os.environ.items() if not k.startswith("TETHER_")}
+    env.update(PYTHONPATH=str(ROOT), TETHER_CRASH_AT="checkpoint.put_writes.after:3")
+    crashed = subprocess.run(
+        [sys.executable, str(ROOT / "tests" / "examples" / "writes_child.py")],
+        cwd=tmp_path, env=env, capture_output=True, text=True, timeout=120, check=False,
+    )  # fmt: skip
+    assert crashed.returncode == -signal.SIGKILL, crashed.stdout + crashed.stderr
+    assert [call.rule for call in read_calls(tmp_path / "model_calls.log")] == ["refund"]
+
+    out = _resume("tool_node_graph.py", tmp_path)
+    _assert_one_refund(tmp_path, out)
+    assert [call.rule for call in read_calls(tmp_path / "model_calls.log")] == [
+        "refund",
+        "confirm",
+    ]

@@ -15,7 +15,15 @@ from langgraph.types import Command, interrupt
 from tests.backends import Backend
 from tests.steps.graphs import State, one_node
 from tests.steps.scripted import CountingScriptedModel, reply
-from tether.steps import DurableTool, durable_tool, idempotency_key, read_steps, recorded
+from tether.steps import (
+    DurableTool,
+    ReconcileResult,
+    ToolOutcomeUnknownError,
+    durable_tool,
+    idempotency_key,
+    read_steps,
+    recorded,
+)
 
 CONFIG: Any = {"configurable": {"thread_id": "t1"}}
 
@@ -87,15 +95,15 @@ async def test_result_is_replayed_and_key_is_stable_across_reruns(backend: Backe
     assert steps[0].tool_schema_version == refund.version
 
 
-async def test_failed_tool_may_run_again(backend: Backend) -> None:
+async def test_tool_that_failed_before_any_effect_may_run_again(backend: Backend) -> None:
     attempts: list[int] = []
 
-    @durable_tool
+    @durable_tool(raises_before_effect=(ConnectionRefusedError,))
     def flaky(order: str) -> str:
-        """Fails the first time."""
+        """Fails the first time, before reaching the service."""
         attempts.append(1)
         if len(attempts) == 1:
-            raise RuntimeError("gateway timeout")
+            raise ConnectionRefusedError("gateway refused the connection")
         return "ok"
 
     async def node(state: State) -> dict[str, Any]:
@@ -103,7 +111,7 @@ async def test_failed_tool_may_run_again(backend: Backend) -> None:
 
     async with backend.open() as saver:
         graph = one_node(node, saver)
-        with pytest.raises(RuntimeError, match="gateway timeout"):
+        with pytest.raises(ConnectionRefusedError, match="refused"):
             await graph.ainvoke({"messages": [HumanMessage("go")]}, CONFIG)
         result = await graph.ainvoke(None, CONFIG)
     assert result["messages"][-1].content == "ok"
@@ -203,3 +211,84 @@ def test_async_reconcile_hook_needs_async_invocation(tmp_path: Path) -> None:
             graph.invoke({"messages": [HumanMessage("go")]}, CONFIG)
         with pytest.raises(StepsError, match="async reconcile hook"):
             graph.invoke(None, CONFIG)
+
+
+class _Crash(BaseException):
+    """Leaves a claim without a commit, as a process killed mid-tool would."""
+
+
+def _claimed_then_reconciled(hook: Any, effects: list[str]) -> Any:
+    crashed = {"once": False}
+
+    @durable_tool(name="send", reconcile=hook)
+    def send(to: str) -> str:
+        """Send a message."""
+        effects.append(to)
+        if not crashed["once"]:
+            crashed["once"] = True
+            raise _Crash
+        return "sent"
+
+    async def node(state: State) -> dict[str, Any]:
+        return {"messages": [HumanMessage(str(await send.ainvoke({"to": "ann"})))]}
+
+    return node
+
+
+@pytest.mark.parametrize(
+    "answer",
+    ["unknown", False, {"found": False}, 0, "sent", ["msg-1"]],
+    ids=["str-unknown", "False", "dict-found-false", "zero", "bare-output", "list"],
+)
+async def test_reconcile_must_return_a_reconcile_result_or_none(
+    durable_backend: Backend, answer: Any
+) -> None:
+    from tether.steps.errors import ReconcileResultError
+
+    effects: list[str] = []
+    node = _claimed_then_reconciled(lambda args, key: answer, effects)
+    async with durable_backend.open() as saver:
+        graph = one_node(node, saver)
+        with pytest.raises(_Crash):
+            await graph.ainvoke({"messages": [HumanMessage("go")]}, CONFIG)
+        with pytest.raises(ReconcileResultError) as refused:
+            await graph.ainvoke(None, CONFIG)
+        steps = await read_steps(saver, "t1")
+    message = str(refused.value)
+    assert type(answer).__name__ in message
+    assert "ReconcileResult(output)" in message
+    assert "None if it did not" in message
+    assert "ReconcileResult.unknown(" in message
+    assert effects == ["ann"]  # the tool did not run again...
+    assert steps == []  # ...and nothing was committed as its output
+
+
+async def test_reconcile_result_unknown_refuses_with_the_hooks_reason(
+    durable_backend: Backend,
+) -> None:
+    effects: list[str] = []
+    hook = lambda args, key: ReconcileResult.unknown("the mail API is down")  # noqa: E731
+    node = _claimed_then_reconciled(hook, effects)
+    async with durable_backend.open() as saver:
+        graph = one_node(node, saver)
+        with pytest.raises(_Crash):
+            await graph.ainvoke({"messages": [HumanMessage("go")]}, CONFIG)
+        with pytest.raises(ToolOutcomeUnknownError, match="the mail API is down"):
+            await graph.ainvoke(None, CONFIG)
+        # The claim stays: once the hook can tell, the run continues.
+        result = await _rerun_with_hook(saver, effects, lambda a, k: ReconcileResult("sent"))
+    assert result["messages"][-1].content == "sent"
+    assert effects == ["ann"]
+
+
+async def _rerun_with_hook(saver: Any, effects: list[str], hook: Any) -> Any:
+    node = _claimed_then_reconciled(hook, effects)
+    return await one_node(node, saver).ainvoke(None, CONFIG)
+
+
+def test_reconcile_result_outcomes_are_checked() -> None:
+    assert ReconcileResult("out").outcome == "happened"
+    unknown = ReconcileResult.unknown("no answer")
+    assert (unknown.outcome, unknown.reason) == ("unknown", "no answer")
+    with pytest.raises(ValueError, match="outcome"):
+        ReconcileResult("out", outcome="maybe")  # type: ignore[arg-type]

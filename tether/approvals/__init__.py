@@ -9,7 +9,14 @@ every request expires under a policy that never approves
 (:func:`expire_due`). Every request and decision is a step in the thread's log.
 """
 
-from tether.approvals.deciding import decide, decide_sync, resume_decided, resume_decided_sync
+from tether.approvals.deciding import (
+    decide,
+    decide_as,
+    decide_as_sync,
+    decide_sync,
+    resume_decided,
+    resume_decided_sync,
+)
 from tether.approvals.decisions import DecisionResult
 from tether.approvals.errors import (
     AlreadyDecidedError,
@@ -26,6 +33,7 @@ from tether.approvals.errors import (
 from tether.approvals.expiry import ExpiryAction, expire_due, expire_due_sync
 from tether.approvals.gate import arequest_approval, request_approval
 from tether.approvals.hashing import args_sha256, canonical_json
+from tether.approvals.identity import Decider, DecisionPayload
 from tether.approvals.inbox import (
     ApprovalView,
     get_approval,
@@ -53,6 +61,8 @@ __all__ = [
     "ApproverNotAllowedError",
     "Approvers",
     "ArgsHashMismatchError",
+    "Decider",
+    "DecisionPayload",
     "DecisionResult",
     "Escalate",
     "ExpiryAction",
@@ -64,6 +74,8 @@ __all__ = [
     "args_sha256",
     "canonical_json",
     "decide",
+    "decide_as",
+    "decide_as_sync",
     "decide_sync",
     "expire_due",
     "expire_due_sync",

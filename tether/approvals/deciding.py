@@ -5,13 +5,14 @@ See :mod:`tether.approvals.decisions` for the checks and the exactly-once rule.
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from datetime import datetime
 from typing import Any
 
 from langchain_core.runnables import RunnableConfig
 from langgraph.checkpoint.base import BaseCheckpointSaver
 from langgraph.pregel import Pregel
+from langgraph.types import StateSnapshot
 
 from tether.approvals.audit import audit_document
 from tether.approvals.decisions import (
@@ -24,12 +25,21 @@ from tether.approvals.decisions import (
     result_of,
     resume_command,
 )
-from tether.approvals.errors import AlreadyDecidedError, ApprovalConfigError, ApprovalError
+from tether.approvals.errors import (
+    AlreadyDecidedError,
+    ApprovalConfigError,
+    ApprovalError,
+    ApproverNotAllowedError,
+)
+from tether.approvals.identity import Decider, DecisionPayload
 from tether.approvals.request import APPROVAL_KIND, DECISION_KIND, ApprovalRequest
+from tether.runtime import aunfinished, unfinished
 from tether.store import store_for
 
 __all__ = [
     "decide",
+    "decide_as",
+    "decide_as_sync",
     "decide_sync",
     "resume_decided",
     "resume_decided_sync",
@@ -56,6 +66,7 @@ def _decided_audit(request: ApprovalRequest, doc: dict[str, Any]) -> dict[str, A
         request,
         "decided",
         by=doc["by"],
+        decider_source=doc.get("decider_source"),
         outcome=doc["decision"],
         policy=doc["policy"],
         reason=doc["reason"],
@@ -63,10 +74,31 @@ def _decided_audit(request: ApprovalRequest, doc: dict[str, Any]) -> dict[str, A
     )
 
 
-def _decision_kwargs(given: dict[str, Any]) -> dict[str, Any]:
-    """The keyword arguments of ``build_decision`` among ``decide``'s arguments."""
-    names = ("by", "args_sha256", "edited_args", "reason", "now")
-    return {**{n: given[n] for n in names}, "roles": tuple(given["roles"])}
+def _trusted(by: str, roles: Iterable[str]) -> Decider:
+    """The library caller's ``by=``/``roles=``, taken on trust (the caller is the boundary)."""
+    if not by or not isinstance(by, str):
+        raise ApproverNotAllowedError("a decision must say who decides (by='user id')")
+    return Decider(by, roles, source="caller")
+
+
+def _payload(body: DecisionPayload | Mapping[str, Any]) -> DecisionPayload:
+    return body if isinstance(body, DecisionPayload) else DecisionPayload.from_body(body)
+
+
+def _document(
+    request: ApprovalRequest, decider: Decider, payload: DecisionPayload, now: datetime | None
+) -> dict[str, Any]:
+    return build_decision(
+        request,
+        payload.decision,
+        by=decider.user_id,
+        roles=decider.roles,
+        source=decider.source,
+        args_sha256=payload.args_sha256,
+        edited_args=payload.edited_args,
+        reason=payload.reason,
+        now=now,
+    )
 
 
 def _lost_race(request: ApprovalRequest) -> AlreadyDecidedError:
@@ -93,7 +125,7 @@ async def settle(
         raise _lost_race(request)
     await store.append_step(request.thread_id, _decided_audit(request, doc))
     await graph.ainvoke(resume_command(interrupt_id, doc), config)
-    return result_of(request.approval_id, doc, await graph.aget_state(config))
+    return await _aresult(graph, config, request.approval_id, doc)
 
 
 def settle_sync(
@@ -113,7 +145,7 @@ def settle_sync(
         raise _lost_race(request)
     store.sync.append_step(request.thread_id, _decided_audit(request, doc))
     graph.invoke(resume_command(interrupt_id, doc), config)
-    return result_of(request.approval_id, doc, graph.get_state(config))
+    return _result(graph, config, request.approval_id, doc)
 
 
 async def decide(
@@ -131,6 +163,10 @@ async def decide(
     now: datetime | None = None,
 ) -> DecisionResult:
     """Decide an approval request and resume the run that waits on it.
+
+    ``by`` and ``roles`` are taken on trust: the caller is the trust boundary.
+    A server deciding for an authenticated user uses :func:`decide_as`, which
+    keeps the identity apart from the request body.
 
     Args:
         checkpointer: The checkpointer the run uses.
@@ -153,11 +189,11 @@ async def decide(
         ApprovalExpiredError, ArgsHashMismatchError, InvalidEditError,
         ApprovalNotPendingError: See :mod:`tether.approvals.decisions`.
     """
-    store = store_for(checkpointer)
-    records = [await store.get(kind, approval_id) for kind in (APPROVAL_KIND, DECISION_KIND)]
-    request = check_request(thread_id, approval_id, *records)
-    doc = build_decision(request, decision, **_decision_kwargs(locals()))
-    return await settle(checkpointer, graph, request, doc)
+    payload = DecisionPayload(decision, args_sha256, edited_args, reason)
+    return await _adecide(
+        checkpointer, graph, thread_id=thread_id, approval_id=approval_id,
+        decider=_trusted(by, roles), payload=payload, now=now,
+    )  # fmt: skip
 
 
 def decide_sync(
@@ -175,11 +211,111 @@ def decide_sync(
     now: datetime | None = None,
 ) -> DecisionResult:
     """Sync twin of :func:`decide` (not from the checkpointer's own event loop)."""
+    payload = DecisionPayload(decision, args_sha256, edited_args, reason)
+    return _decide(
+        checkpointer, graph, thread_id=thread_id, approval_id=approval_id,
+        decider=_trusted(by, roles), payload=payload, now=now,
+    )  # fmt: skip
+
+
+async def decide_as(
+    checkpointer: BaseCheckpointSaver[Any],
+    decider: Decider,
+    approval_id: str,
+    payload: DecisionPayload | Mapping[str, Any],
+    *,
+    graph: Any,
+    thread_id: str | None = None,
+    now: datetime | None = None,
+) -> DecisionResult:
+    """Decide as an authenticated person: the identity and the request body kept apart.
+
+    For servers: ``decider`` comes from authentication, ``payload`` from the
+    request body (a :class:`DecisionPayload`, or the decoded JSON, parsed with
+    :meth:`DecisionPayload.from_body`). A body that tries to say who decides
+    (``by``, ``roles``, ``decider``, ...) is refused before anything is read or
+    written, so the recorded decider is always ``decider``.
+
+    Args:
+        checkpointer: The checkpointer the run uses.
+        decider: Who decides, as the server's authentication established it.
+        approval_id: The request's id.
+        payload: What the person decided.
+        graph: The compiled graph that runs the thread (with the checkpointer).
+        thread_id: The thread the request must belong to (``None``: any).
+        now: The current time (injectable for tests).
+
+    Raises:
+        ApprovalConfigError: ``decider`` is not a :class:`Decider`, or the body
+            is malformed or names a decider.
+        UnknownApprovalError, AlreadyDecidedError, ApproverNotAllowedError,
+        ApprovalExpiredError, ArgsHashMismatchError, InvalidEditError,
+        ApprovalNotPendingError: As for :func:`decide`.
+    """
+    parsed = _payload(payload)
+    return await _adecide(
+        checkpointer, graph, thread_id=thread_id, approval_id=approval_id,
+        decider=_checked_decider(decider), payload=parsed, now=now,
+    )  # fmt: skip
+
+
+def decide_as_sync(
+    checkpointer: BaseCheckpointSaver[Any],
+    decider: Decider,
+    approval_id: str,
+    payload: DecisionPayload | Mapping[str, Any],
+    *,
+    graph: Any,
+    thread_id: str | None = None,
+    now: datetime | None = None,
+) -> DecisionResult:
+    """Sync twin of :func:`decide_as`."""
+    parsed = _payload(payload)
+    return _decide(
+        checkpointer, graph, thread_id=thread_id, approval_id=approval_id,
+        decider=_checked_decider(decider), payload=parsed, now=now,
+    )  # fmt: skip
+
+
+def _checked_decider(decider: Any) -> Decider:
+    if not isinstance(decider, Decider):
+        raise ApprovalConfigError(
+            f"decider must be a Decider(user_id, roles, source) built from the authenticated "
+            f"user, got {type(decider).__name__}"
+        )
+    return decider
+
+
+async def _adecide(
+    checkpointer: BaseCheckpointSaver[Any],
+    graph: Any,
+    *,
+    thread_id: str | None,
+    approval_id: str,
+    decider: Decider,
+    payload: DecisionPayload,
+    now: datetime | None,
+) -> DecisionResult:
+    store = store_for(checkpointer)
+    records = [await store.get(kind, approval_id) for kind in (APPROVAL_KIND, DECISION_KIND)]
+    request = check_request(thread_id, approval_id, *records)
+    return await settle(checkpointer, graph, request, _document(request, decider, payload, now))
+
+
+def _decide(
+    checkpointer: BaseCheckpointSaver[Any],
+    graph: Any,
+    *,
+    thread_id: str | None,
+    approval_id: str,
+    decider: Decider,
+    payload: DecisionPayload,
+    now: datetime | None,
+) -> DecisionResult:
     store = store_for(checkpointer)
     records = [store.sync.get(kind, approval_id) for kind in (APPROVAL_KIND, DECISION_KIND)]
     request = check_request(thread_id, approval_id, *records)
-    doc = build_decision(request, decision, **_decision_kwargs(locals()))
-    return settle_sync(checkpointer, graph, request, doc)
+    return settle_sync(checkpointer, graph, request, _document(request, decider, payload, now))
 
 
 def _undecided(approval_id: str) -> ApprovalError:
@@ -195,13 +331,18 @@ async def resume_decided(
     """Resume a run whose decision was stored but never delivered (the decider died).
 
     The gate takes the stored decision, so running the thread again is enough.
+    It also finishes a run the decision did resume, when the process died
+    after the approved step's writes were stored and before its checkpoint
+    was: LangGraph then shows no pending interrupt and ``next == ()``, but
+    :func:`tether.runtime.unfinished` sees the step still to be folded in.
     Use it only when the deciding process is known to be gone: while it is still
     resuming the run, a second resume would run the step twice.
 
     Raises:
         UnknownApprovalError: No such request.
         ApprovalError: The request has no decision yet.
-        ApprovalNotPendingError: The run is no longer paused at it.
+        ApprovalNotPendingError: The run is neither paused at it nor left
+            unfinished without a pending interrupt.
     """
     graph = _check_graph(graph)
     store = store_for(checkpointer)
@@ -210,10 +351,11 @@ async def resume_decided(
     if decided is None:
         raise _undecided(approval_id)
     config = _config(record.thread_id)
-    if interrupt_id_for(await graph.aget_state(config), approval_id) is None:
+    state = await graph.aget_state(config)
+    if not _resumable(state, approval_id, await aunfinished(graph, config)):
         raise not_pending(approval_id, record.thread_id)
     await graph.ainvoke(None, config)
-    return result_of(approval_id, decided.value, await graph.aget_state(config))
+    return await _aresult(graph, config, approval_id, decided.value)
 
 
 def resume_decided_sync(
@@ -227,7 +369,32 @@ def resume_decided_sync(
     if decided is None:
         raise _undecided(approval_id)
     config = _config(record.thread_id)
-    if interrupt_id_for(graph.get_state(config), approval_id) is None:
+    if not _resumable(graph.get_state(config), approval_id, unfinished(graph, config)):
         raise not_pending(approval_id, record.thread_id)
     graph.invoke(None, config)
-    return result_of(approval_id, decided.value, graph.get_state(config))
+    return _result(graph, config, approval_id, decided.value)
+
+
+def _resumable(state: StateSnapshot, approval_id: str, left_unfinished: bool) -> bool:
+    """Paused at this approval, or left unfinished with no person to wait for."""
+    if interrupt_id_for(state, approval_id) is not None:
+        return True
+    # Killed after the decided step's writes were stored: nothing waits on a
+    # person, yet the run has a step to fold in. A run paused at *another*
+    # approval is not this decision's to resume.
+    return left_unfinished and not state.interrupts
+
+
+async def _aresult(
+    graph: Pregel[Any, Any, Any, Any], config: RunnableConfig, approval_id: str, doc: dict[str, Any]
+) -> DecisionResult:
+    state = await graph.aget_state(config)
+    return result_of(approval_id, doc, state, unfinished=await aunfinished(graph, config))
+
+
+def _result(
+    graph: Pregel[Any, Any, Any, Any], config: RunnableConfig, approval_id: str, doc: dict[str, Any]
+) -> DecisionResult:
+    return result_of(
+        approval_id, doc, graph.get_state(config), unfinished=unfinished(graph, config)
+    )

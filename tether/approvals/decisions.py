@@ -38,6 +38,7 @@ from tether.approvals.errors import (
     UnknownApprovalError,
 )
 from tether.approvals.hashing import args_sha256 as sha256_of
+from tether.approvals.identity import RESERVED_PREFIX
 from tether.approvals.request import (
     PAYLOAD_TYPE,
     ApprovalRequest,
@@ -109,6 +110,40 @@ def check_request(
     return parsed
 
 
+def _check_person(
+    request: ApprovalRequest,
+    by: str,
+    roles: tuple[str, ...],
+    moment: datetime,
+    args_sha256: str | None,
+) -> None:
+    """The checks on a person's decision: who, when, and on which arguments."""
+    if not by or not isinstance(by, str):
+        raise ApproverNotAllowedError("a decision must say who decides (by='user id')")
+    if by.startswith(RESERVED_PREFIX):
+        raise ApproverNotAllowedError(
+            f"{by!r} is reserved for tether's own deciders; a person decides under their own id"
+        )
+    if not request.approvers.allows(by, roles):
+        allowed = request.approvers.to_dict()
+        raise ApproverNotAllowedError(
+            f"{by!r} (roles {list(roles)}) may not decide approval {request.approval_id}; "
+            f"allowed: users {allowed['users']}, roles {allowed['roles']}"
+        )
+    if request.expired(moment):
+        raise ApprovalExpiredError(
+            f"approval {request.approval_id} expired at {request.expires_at}; it can no "
+            "longer be decided. Run `tether approvals expire --url URL` to apply its "
+            f"expiry policy ({request.on_expiry.to_dict()['policy']})"
+        )
+    if args_sha256 != request.args_sha256:
+        raise ArgsHashMismatchError(
+            f"approval {request.approval_id} shows arguments with sha256 "
+            f"{request.args_sha256}, but the decision names {args_sha256!r}; look at the "
+            "request again (`tether approvals show`) and decide on what it shows"
+        )
+
+
 def build_decision(
     request: ApprovalRequest,
     decision: str,
@@ -120,8 +155,13 @@ def build_decision(
     reason: str | None = None,
     now: datetime | None = None,
     policy: str | None = None,
+    source: str | None = None,
 ) -> dict[str, Any]:
-    """Check a decision against ``request`` and build the document to store and resume with."""
+    """Check a decision against ``request`` and build the document to store and resume with.
+
+    ``source`` says how the decider's identity was established (see
+    :class:`tether.approvals.identity.Decider`); it is stored as ``decider_source``.
+    """
     moment = now or datetime.now(UTC)
     if decision not in ("approve", "edit", "reject", "expire"):
         raise ApprovalConfigError(
@@ -131,26 +171,7 @@ def build_decision(
         if by != SYSTEM_EXPIRY or policy not in ("stop", "safe_alternative"):
             raise ApprovalConfigError("only the expiry sweep settles a request as expired")
     else:
-        if not by or not isinstance(by, str):
-            raise ApproverNotAllowedError("a decision must say who decides (by='user id')")
-        if not request.approvers.allows(by, roles):
-            allowed = request.approvers.to_dict()
-            raise ApproverNotAllowedError(
-                f"{by!r} (roles {list(roles)}) may not decide approval {request.approval_id}; "
-                f"allowed: users {allowed['users']}, roles {allowed['roles']}"
-            )
-        if request.expired(moment):
-            raise ApprovalExpiredError(
-                f"approval {request.approval_id} expired at {request.expires_at}; it can no "
-                "longer be decided. Run `tether approvals expire --url URL` to apply its "
-                f"expiry policy ({request.on_expiry.to_dict()['policy']})"
-            )
-        if args_sha256 != request.args_sha256:
-            raise ArgsHashMismatchError(
-                f"approval {request.approval_id} shows arguments with sha256 "
-                f"{request.args_sha256}, but the decision names {args_sha256!r}; look at the "
-                "request again (`tether approvals show`) and decide on what it shows"
-            )
+        _check_person(request, by, roles, moment, args_sha256)
     args: dict[str, Any] | None = None
     if decision == "edit":
         if edited_args is None:
@@ -169,6 +190,7 @@ def build_decision(
         "decision": decision,
         "by": by,
         "roles": list(roles),
+        "decider_source": source or ("tether" if decision == "expire" else "caller"),
         "at": format_time(moment),
         "reason": reason,
         "policy": policy,
@@ -204,13 +226,19 @@ def not_pending(approval_id: str, thread_id: str) -> ApprovalNotPendingError:
     )
 
 
-def result_of(approval_id: str, doc: dict[str, Any], state: StateSnapshot) -> DecisionResult:
-    """The :class:`DecisionResult` after resuming."""
+def result_of(
+    approval_id: str, doc: dict[str, Any], state: StateSnapshot, *, unfinished: bool
+) -> DecisionResult:
+    """The :class:`DecisionResult` after resuming.
+
+    ``unfinished`` comes from :func:`tether.runtime.unfinished`: ``state.next``
+    is empty for a run whose last step's writes are stored but not checkpointed.
+    """
     return DecisionResult(
         approval_id=approval_id,
         decision=doc,
         pending=pending_payloads(state),
-        finished=not state.next,
+        finished=not unfinished,
         values=state.values,
     )
 

@@ -1,29 +1,28 @@
-"""Approvals as a person reads them: the whole request, laid out for a terminal."""
+"""Approvals as a person reads them: the whole request, laid out for a terminal.
+
+Every field is escaped (:mod:`tether.approvals.escaping`): the request's text
+comes from the agent, often from arguments a model chose, and must not be able
+to add lines, hide text or reorder characters on the approver's screen. The
+bound arguments and their SHA-256 come first, before any free text.
+
+:func:`approval_fields` is the layout as data (label, escaped lines), in the
+order an approver should read it; :func:`format_approval` renders it for a
+terminal, and a web page can render the same fields (escaping them for HTML).
+"""
 
 from __future__ import annotations
 
-import json
 from datetime import UTC, datetime
 from typing import Any
 
+from tether.approvals.escaping import escape_json, escape_text
 from tether.approvals.inbox import ApprovalView
 from tether.approvals.policies import Escalate, ExpiryPolicy
 
-__all__ = ["describe_policy", "format_approval", "format_approval_line"]
+__all__ = ["approval_fields", "describe_policy", "format_approval", "format_approval_line"]
 
-
-def _block(value: Any, indent: str) -> list[str]:
-    if isinstance(value, dict) and value:
-        lines = []
-        for key, item in value.items():
-            if isinstance(item, dict | list) and item:
-                lines.append(f"{indent}{key}:")
-                lines.extend(_block(item, indent + "  "))
-            else:
-                lines.append(f"{indent}{key}: {json.dumps(item, ensure_ascii=False)}")
-        return lines
-    text = json.dumps(value, indent=2, ensure_ascii=False)
-    return [indent + line for line in text.splitlines()]
+Field = tuple[str, list[str]]
+_INDENT = " " * 18
 
 
 def _duration(seconds: float) -> str:
@@ -39,7 +38,7 @@ def _duration(seconds: float) -> str:
 def describe_policy(policy: ExpiryPolicy) -> str:
     """One line for a (possibly chained) expiry policy."""
     if isinstance(policy, Escalate):
-        who = "; ".join(f"{k}: {', '.join(v)}" for k, v in policy.to.to_dict().items() if v)
+        who = _who(policy.to.to_dict())
         return (
             f"escalate to {who} for {_duration(policy.expires_in.total_seconds())}, then "
             f"{describe_policy(policy.then)}"
@@ -51,74 +50,136 @@ def describe_policy(policy: ExpiryPolicy) -> str:
     }[name]
 
 
-def _approvers(view: ApprovalView) -> str:
-    data = view.request.approvers.to_dict()
-    return "; ".join(f"{k}: {', '.join(v)}" for k, v in data.items() if v)
+def _who(approvers: dict[str, Any]) -> str:
+    return "; ".join(
+        f"{k}: {', '.join(escape_text(name) for name in v)}" for k, v in approvers.items() if v
+    )
 
 
 def _expiry(view: ApprovalView, now: datetime) -> str:
     left = (datetime.fromisoformat(view.request.expires_at) - now).total_seconds()
     when = f"in {_duration(left)}" if left > 0 else f"{_duration(-left)} ago"
-    return f"{view.request.expires_at} ({when})"
+    return f"{escape_text(view.request.expires_at)} ({when})"
+
+
+def _status(view: ApprovalView, now: datetime) -> str:
+    return "overdue" if view.overdue(now) else view.status
 
 
 def format_approval_line(view: ApprovalView, now: datetime | None = None) -> str:
     """One line for ``tether approvals list``."""
     r = view.request
     moment = now or datetime.now(UTC)
-    args = json.dumps(r.args, ensure_ascii=False, sort_keys=True)
+    args = escape_json(r.args)
     if len(args) > 60:
         args = args[:57] + "..."
-    status = "overdue" if view.overdue(moment) else view.status
     return (
-        f"{r.approval_id}  {status:<8}  {r.action}  {args}  thread={r.thread_id}  "
-        f"expires {_expiry(view, moment)}"
+        f"{escape_text(r.approval_id)}  {_status(view, moment):<8}  {escape_text(r.action)}  "
+        f"{args}  thread={escape_text(r.thread_id)}  expires {_expiry(view, moment)}"
     )
 
 
-def format_approval(view: ApprovalView, url: str | None = None, now: datetime | None = None) -> str:
-    """The whole request, readable: what, why, arguments, observations, who, when, decision."""
+def _json_field(label: str, sha: str, value: Any, note: str = "") -> Field:
+    return (label, [f"sha256 {escape_text(sha)}{note}", *escape_json(value, indent=2).splitlines()])
+
+
+def _request_fields(view: ApprovalView, now: datetime) -> list[Field]:
     r = view.request
-    moment = now or datetime.now(UTC)
-    lines = [
-        f"Approval {r.approval_id}  [{'overdue' if view.overdue(moment) else view.status}]",
-        f"  action        {r.action}",
-        f"  why           {r.why}",
-        f"  affects       {r.affects or '-'}",
-        f"  if denied     {r.if_denied or '-'}",
-        f"  arguments     sha256 {r.args_sha256}",
-        *_block(r.args, "                  "),
-        f"  observations  sha256 {r.observations_sha256}",
-        *_block(r.observations, "                  "),
-        f"  depends on    {', '.join(f'{k}@{v}' for k, v in r.depends_on.items()) or '-'}",
-        f"  who decides   {_approvers(view)}",
-        f"  requested     {r.requested_at}",
-        f"  expires       {_expiry(view, moment)}",
-        f"  on expiry     {describe_policy(r.on_expiry)} (a timeout never approves)",
-        f"  thread        {r.thread_id}  node {r.node or '-'}  revision {r.revision}",
+    depends = ", ".join(f"{escape_text(k)}@{escape_json(v)}" for k, v in r.depends_on.items())
+    fields: list[Field] = [
+        _json_field("arguments", r.args_sha256, r.args, "  (exactly these run if approved)"),
+        ("action", [escape_text(r.action)]),
+        ("why", [escape_text(r.why)]),
+        ("affects", [escape_text(r.affects or "-")]),
+        ("if denied", [escape_text(r.if_denied or "-")]),
+        _json_field("observations", r.observations_sha256, r.observations),
+        ("depends on", [depends or "-"]),
+        ("who decides", [_who(r.approvers.to_dict())]),
+        ("requested", [escape_text(r.requested_at)]),
+        ("expires", [_expiry(view, now)]),
+        ("on expiry", [f"{describe_policy(r.on_expiry)} (a timeout never approves)"]),
+        (
+            "thread",
+            [
+                f"{escape_text(r.thread_id)}  node {escape_text(r.node or '-')}  "
+                f"revision {r.revision}"
+            ],
+        ),
     ]
     if r.alternative:
         alt = r.alternative
-        lines.append(
-            f"  alternative   {alt['action']} {json.dumps(alt['args'])} {alt['description']}"
-        )
+        shown = f"{escape_text(alt['action'])} {escape_json(alt['args'])} "
+        fields.append(("alternative", [shown + escape_text(alt["description"])]))
     if r.replaces:
-        lines.append(f"  replaces      {r.replaces} (voided: its preconditions changed)")
+        fields.append(
+            ("replaces", [f"{escape_text(r.replaces)} (voided: its preconditions changed)"])
+        )
     for step in r.escalations:
-        lines.append(f"  escalated     at {step['at']} to {step['to']} until {step['expires_at']}")
+        fields.append(
+            (
+                "escalated",
+                [
+                    f"at {escape_text(step['at'])} to {escape_json(step['to'])} until "
+                    f"{escape_text(step['expires_at'])}"
+                ],
+            )
+        )
     if r.status_reason:
-        lines.append(f"  note          {r.status_reason}")
+        fields.append(("note", [escape_text(r.status_reason)]))
+    return fields
+
+
+def _decision_fields(view: ApprovalView, url: str | None) -> list[Field]:
+    r = view.request
     if view.decision:
         d = view.decision
-        reason = f" ({d['reason']})" if d.get("reason") else ""
-        lines.append(f"  decision      {d['decision']} by {d['by']} at {d['at']}{reason}")
+        reason = f" ({escape_text(d['reason'])})" if d.get("reason") else ""
+        fields: list[Field] = [
+            (
+                "decision",
+                [
+                    f"{escape_text(d['decision'])} by {escape_text(d['by'])} at "
+                    f"{escape_text(d['at'])}{reason}"
+                ],
+            )
+        ]
         if d["decision"] == "edit":
-            lines.append(f"  edited args   sha256 {d['args_sha256']}")
-            lines.extend(_block(d["args"], "                  "))
-    elif view.status == "pending":
-        where = f" --url {url}" if url else " --url URL"
-        lines.append(
-            f"  to decide     tether approvals approve|reject|edit {r.approval_id}{where} "
-            f"--by USER --args-sha256 {r.args_sha256}"
+            fields.append(_json_field("edited args", d["args_sha256"], d["args"]))
+        return fields
+    if view.status != "pending":
+        return []
+    where = f" --url {escape_text(url)}" if url else " --url URL"
+    return [
+        (
+            "to decide",
+            [
+                f"tether approvals approve|reject|edit {escape_text(r.approval_id)}{where} "
+                f"--by USER --args-sha256 {escape_text(r.args_sha256)}"
+            ],
         )
+    ]
+
+
+def approval_fields(
+    view: ApprovalView, url: str | None = None, now: datetime | None = None
+) -> list[Field]:
+    """The request as ``(label, lines)`` pairs, every line escaped, the bound arguments first.
+
+    Args:
+        view: The request with its decision.
+        url: The checkpointer URL, for the "to decide" command line.
+        now: The time to count the expiry from (default: now).
+    """
+    moment = now or datetime.now(UTC)
+    return [*_request_fields(view, moment), *_decision_fields(view, url)]
+
+
+def format_approval(view: ApprovalView, url: str | None = None, now: datetime | None = None) -> str:
+    """The whole request, readable: arguments first, then what, why, who, when, decision."""
+    moment = now or datetime.now(UTC)
+    title = f"Approval {escape_text(view.request.approval_id)}  [{_status(view, moment)}]"
+    lines = [title]
+    for label, (first, *rest) in approval_fields(view, url, moment):
+        lines.append(f"  {label:<13} {first}")
+        lines.extend(_INDENT + line for line in rest)
     return "\n".join(lines)

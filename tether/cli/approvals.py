@@ -21,7 +21,9 @@ from langgraph.checkpoint.base import BaseCheckpointSaver
 from langgraph.pregel import Pregel
 
 from tether.approvals import (
-    decide,
+    Decider,
+    DecisionPayload,
+    decide_as,
     expire_due,
     get_approval,
     list_approvals,
@@ -29,6 +31,7 @@ from tether.approvals import (
 )
 from tether.approvals.decisions import DecisionResult
 from tether.approvals.display import format_approval, format_approval_line
+from tether.approvals.escaping import escape_json, escape_text
 from tether.checkpointing import open_checkpointer
 from tether.errors import ConfigurationError
 
@@ -93,10 +96,11 @@ def _cmd_list(args: argparse.Namespace) -> int:
         status = None if args.status == "all" else args.status
         views = await list_approvals(saver, thread_id=args.thread, status=status)
         if args.json:
-            print(json.dumps([{**v.request.to_dict(), "state": v.status} for v in views], indent=2))
+            listed = [{**v.request.to_dict(), "state": v.status} for v in views]
+            print(escape_json(listed, indent=2))
             return 0
         if not views:
-            where = f" in thread {args.thread!r}" if args.thread else ""
+            where = f" in thread '{escape_text(args.thread)}'" if args.thread else ""
             print(
                 f"no {args.status if args.status != 'all' else ''} approvals{where}".replace(
                     "  ", " "
@@ -114,7 +118,7 @@ def _cmd_show(args: argparse.Namespace) -> int:
         view = await get_approval(saver, args.approval_id)
         if args.json:
             print(
-                json.dumps(
+                escape_json(
                     {**view.request.to_dict(), "state": view.status, "decision": view.decision},
                     indent=2,
                 )
@@ -158,13 +162,17 @@ def _edited(args: argparse.Namespace, original: dict[str, Any]) -> dict[str, Any
 
 
 def _report(result: DecisionResult) -> None:
+    d = result.decision
     print(
-        f"{result.decision['decision']} recorded for {result.approval_id} by "
-        f"{result.decision['by']}; the run resumed in process {os.getpid()}"
+        f"{escape_text(d['decision'])} recorded for {escape_text(result.approval_id)} by "
+        f"{escape_text(d['by'])}; the run resumed in process {os.getpid()}"
     )
     if result.pending:
         for payload in result.pending:
-            print(f"the run now waits on approval {payload['approval_id']} ({payload['action']})")
+            print(
+                f"the run now waits on approval {escape_text(payload['approval_id'])} "
+                f"({escape_text(payload['action'])})"
+            )
     elif result.finished:
         print("the run finished")
 
@@ -176,17 +184,12 @@ def _cmd_decide(args: argparse.Namespace) -> int:
         if args.decision == "edit":
             view = await get_approval(saver, args.approval_id)
             edited = _edited(args, view.request.args)
-        result = await decide(
-            saver,
-            args.thread,
-            args.approval_id,
-            args.decision,
-            graph=graph,
-            by=args.by,
-            roles=args.role or (),
-            args_sha256=args.args_sha256,
-            edited_args=edited,
-            reason=args.reason,
+        # --by and --role are taken on trust: whoever can run this command against
+        # the database can decide as anyone (see docs/approvals.md, "Decided by whom").
+        decider = Decider(args.by, args.role or (), source="cli")
+        payload = DecisionPayload(args.decision, args.args_sha256, edited, args.reason)
+        result = await decide_as(
+            saver, decider, args.approval_id, payload, graph=graph, thread_id=args.thread
         )
         _report(result)
         return 0
@@ -216,7 +219,10 @@ def _cmd_expire(args: argparse.Namespace) -> int:
     async def body(saver: BaseCheckpointSaver[Any]) -> int:
         actions = await expire_due(saver, load_graph(args.graph, saver), now=now)
         for action in actions:
-            print(f"{action.approval_id}  {action.outcome:<16}  {action.detail}")
+            print(
+                f"{escape_text(action.approval_id)}  {action.outcome:<16}  "
+                f"{escape_text(action.detail)}"
+            )
         if not actions:
             print("no expired approvals")
         return 0

@@ -28,6 +28,7 @@ from tether.crashtest.points import CRASH_AT_ENV, CRASH_TRACE_ENV
 from tether.crashtest.saver import CrashPointSaver
 from tether.crashtest.steplog import recorded_model_calls
 from tether.crashtest.target import CrashTarget, CrashTestError, load_target
+from tether.runtime import aunfinished
 
 __all__ = ["ChildJob", "drive", "forked_entry", "main", "run_to_file"]
 
@@ -60,11 +61,11 @@ _DONE = object()
 
 
 async def _next_payload(graph: Any, target: CrashTarget, config: RunnableConfig) -> Any:
-    snapshot = await graph.aget_state(config)
     # Not `snapshot.next`: it leaves out tasks whose writes are already saved,
     # and a thread killed right after saving them still has a step to finish.
-    if not snapshot.tasks:
+    if not await aunfinished(graph, config):
         return _DONE
+    snapshot = await graph.aget_state(config)
     if not snapshot.interrupts:
         return None
     if target.answer is None:
@@ -88,7 +89,7 @@ async def run_child(
         snapshot = await graph.aget_state(config)
         return {
             "state": target.normalize(snapshot.values),
-            "completed": not snapshot.tasks,
+            "completed": not await aunfinished(graph, config),
             "effects": dict(target.effects(workdir)) if target.effects else {},
             "recorded_model_calls_before": recorded_before,
             "pid": os.getpid(),

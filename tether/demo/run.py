@@ -26,14 +26,17 @@ from pathlib import Path
 from typing import Any
 
 from langchain_core.messages import AIMessage
+from langchain_core.runnables import RunnableConfig
 
 from tether.approvals import get_approval
 from tether.approvals.display import format_approval
+from tether.approvals.escaping import escape_text
 from tether.checkpointing import open_checkpointer
 from tether.demo.graph import DEMO_DIR_ENV, build_demo_graph
 from tether.graphs.payments import FakePaymentsProvider
 from tether.graphs.refund_scenario import CALLS_FILE, PAYMENTS_FILE, refund_input
 from tether.graphs.scripted import read_calls
+from tether.runtime import aunfinished
 from tether.steps import Step, read_steps
 
 __all__ = ["EDITED_AMOUNT_CENTS", "run_demo"]
@@ -44,7 +47,9 @@ Printer = Callable[[str], None]
 
 
 def _short(value: Any, width: int = 88) -> str:
-    text = " ".join(str(value).split())
+    # Model and tool output is shown escaped, like an approval request: it must
+    # not be able to restyle or hide what the demo prints after it.
+    text = escape_text(" ".join(str(value).split()))
     return text if len(text) <= width else text[: width - 3] + "..."
 
 
@@ -59,15 +64,15 @@ def describe_step(step: Step) -> str:
         )
         return f"{head} {_short(f'-> {calls}' if calls else repr(str(output.content)))}"
     if step.kind == "approval" and isinstance(output, dict):
-        by = f" by {output['by']}" if output.get("by") else ""
-        what = f" ({output['outcome']})" if output.get("outcome") else ""
-        return f"{head} {output['event']}{what} {output['approval_id']}{by}"
-    return f"{head} {step.name}: {_short(output, 70)}"
+        by = f" by {_short(output['by'])}" if output.get("by") else ""
+        what = f" ({_short(output['outcome'])})" if output.get("outcome") else ""
+        return f"{head} {_short(output['event'])}{what} {_short(output['approval_id'])}{by}"
+    return f"{head} {_short(step.name)}: {_short(output, 70)}"
 
 
 def _approval_note(content: Any) -> str:
     try:
-        return str(json.loads(str(content))["approval"]["note"])
+        return escape_text(json.loads(str(content))["approval"]["note"])
     except (ValueError, KeyError, TypeError):
         return _short(content, 200)
 
@@ -147,7 +152,11 @@ async def _summary(url: str, workdir: Path, thread_id: str, out: Printer) -> boo
     async with open_checkpointer(url) as saver:
         steps = await read_steps(saver, thread_id)
         graph = build_demo_graph(checkpointer=saver, workdir=workdir)
-        state = await graph.aget_state({"configurable": {"thread_id": thread_id}})
+        config: RunnableConfig = {"configurable": {"thread_id": thread_id}}
+        state = await graph.aget_state(config)
+        # Not `state.next`: it is empty for a run killed between a step's writes
+        # and its checkpoint, which still has work to do.
+        left = await aunfinished(graph, config)
     out("\n  the whole step log, as recorded by both processes:")
     for step in steps:
         out(describe_step(step))
@@ -162,7 +171,7 @@ async def _summary(url: str, workdir: Path, thread_id: str, out: Printer) -> boo
     told = [m for m in messages if getattr(m, "name", None) == "issue_refund"]
     if told:
         out(f"\n  the agent was told of the edit: {_approval_note(told[-1].content)}")
-    out(f"  agent's last word: {messages[-1].content if messages else ''}")
+    out(f"  agent's last word: {_short(messages[-1].content, 200) if messages else ''}")
     out(
         f"  model calls: {len(calls)} for {len(prompts)} distinct prompts "
         f"({', '.join(f'process {p}: {n}' for p, n in per_pid.items())}); "
@@ -176,7 +185,9 @@ async def _summary(url: str, workdir: Path, thread_id: str, out: Printer) -> boo
         if ok
         else "  UNEXPECTED: a call or an effect was repeated; see above."
     )
-    return ok and not state.next
+    if left:
+        out("  UNEXPECTED: the run is not finished; `tether approvals resume` continues it.")
+    return ok and not left
 
 
 async def run_demo(base: Path, out: Printer = print) -> int:

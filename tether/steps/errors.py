@@ -9,6 +9,7 @@ from tether.errors import TetherError
 __all__ = [
     "BudgetExceededError",
     "NonDeterminismError",
+    "ReconcileResultError",
     "StepsError",
     "ToolOutcomeUnknownError",
     "VersionMismatchError",
@@ -41,17 +42,75 @@ class NonDeterminismError(StepsError):
 
 
 class ToolOutcomeUnknownError(StepsError):
-    """A tool was claimed but never committed, and nothing can tell whether it ran."""
+    """A tool call started and nothing can tell whether its effect happened.
 
-    def __init__(self, tool: str, step: str) -> None:
+    Either its process died between claim and commit, or it raised an
+    exception not declared as raised before any effect (a timeout is the
+    typical case), and neither an idempotency key, ``safe_to_retry`` nor a
+    reconcile hook makes running it again safe.
+
+    Attributes:
+        tool: The tool's name.
+        step: The call's record key.
+        error: The exception the earlier attempt raised (its type and message),
+            or ``None`` when its process died.
+        reason: Why a reconcile hook could not tell, if one was asked.
+    """
+
+    def __init__(
+        self, tool: str, step: str, *, error: str | None = None, reason: str | None = None
+    ) -> None:
         self.tool = tool
         self.step = step
+        self.error = error
+        self.reason = reason
+        if reason is not None:
+            super().__init__(
+                f"tool {tool!r} (step {step!r}) started earlier and its outcome is unknown: "
+                f"its reconcile hook cannot tell whether it happened ({reason or 'no reason'}). "
+                "tether will not run it again; resume the run once the hook can tell"
+            )
+            return
+        how = (
+            f"raised {error} after it started"
+            if error
+            else "started before a crash and never finished"
+        )
+        fixes = (
+            "Give it an idempotency_key parameter, a reconcile(args, key) hook that reads the "
+            "outside world back, or declare it safe_to_retry=True if running it twice is harmless"
+        )
+        if error:
+            fixes += (
+                ", or durable_tool(..., raises_before_effect=(SomeError, ...)) if that "
+                "exception type is only raised before any effect"
+            )
         super().__init__(
-            f"tool {tool!r} (step {step!r}) started before a crash and its outcome is unknown: "
-            "it takes no idempotency_key and declares no reconcile hook, so tether will not "
-            "assume it did not happen. Give it an idempotency_key parameter, a "
-            "reconcile(args, key) hook that reads the outside world back, or declare it "
-            "safe_to_retry=True if running it twice is harmless"
+            f"tool {tool!r} (step {step!r}) {how}, so its outcome is unknown: it takes no "
+            "idempotency_key and declares no reconcile hook, so tether will not assume it "
+            f"did not happen. {fixes}"
+        )
+
+
+class ReconcileResultError(StepsError, TypeError):
+    """A reconcile hook returned something other than a ``ReconcileResult`` or ``None``.
+
+    Nothing is committed and the tool does not run: the claim stays, so the
+    next attempt asks the (fixed) hook again.
+    """
+
+    def __init__(self, tool: str, step: str, answer: object) -> None:
+        self.tool = tool
+        self.step = step
+        self.answer = answer
+        shown = repr(answer)
+        if len(shown) > 80:
+            shown = shown[:77] + "..."
+        super().__init__(
+            f"the reconcile hook of tool {tool!r} (step {step!r}) returned "
+            f"{type(answer).__name__} {shown}; it must return ReconcileResult(output) if the "
+            "action happened, None if it did not, or ReconcileResult.unknown(reason) if it "
+            "cannot tell. Nothing was recorded and the tool did not run"
         )
 
 

@@ -6,7 +6,7 @@ import hashlib
 import json
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Literal
 
 from pydantic import BaseModel, create_model
 
@@ -17,14 +17,35 @@ KEY_PARAM = "idempotency_key"
 
 @dataclass(frozen=True)
 class ReconcileResult:
-    """What a ``reconcile`` hook returns when the action did happen.
+    """What a ``reconcile`` hook returns when it could read the outside world back.
+
+    ``ReconcileResult(output)`` says the action happened; the run continues
+    with ``output`` as if the tool had returned it. ``ReconcileResult.unknown(reason)``
+    says the hook cannot tell (the service is down, the record is ambiguous):
+    the call raises ``ToolOutcomeUnknownError`` with the reason, and the next
+    attempt asks the hook again. A hook returns ``None`` when the action did not
+    happen, and nothing else.
 
     Attributes:
-        output: The tool's result as read back from the outside world; the
-            run continues with it as if the tool had returned it.
+        output: The tool's result as read back from the outside world.
+        outcome: ``"happened"`` or ``"unknown"``.
+        reason: For ``"unknown"``: why the hook cannot tell, for the operator.
     """
 
     output: Any
+    outcome: Literal["happened", "unknown"] = "happened"
+    reason: str = ""
+
+    def __post_init__(self) -> None:
+        if self.outcome not in ("happened", "unknown"):
+            raise ValueError(
+                f"ReconcileResult outcome must be 'happened' or 'unknown', got {self.outcome!r}"
+            )
+
+    @classmethod
+    def unknown(cls, reason: str = "") -> ReconcileResult:
+        """The hook cannot tell whether the action happened; the call is refused."""
+        return cls(None, "unknown", reason)
 
 
 Reconcile = Callable[

@@ -12,6 +12,11 @@ again only when that is known to be safe: the tool takes an ``idempotency_key``
 or its ``reconcile(args, key)`` hook read the outside world back and found
 nothing, or it was declared ``safe_to_retry``. Otherwise tether refuses with
 :class:`ToolOutcomeUnknownError`; it never assumes the action did not happen.
+
+An attempt that raised is recorded as failed, and a failed attempt is as
+uncertain as a dead one (a timeout often comes after the effect): it is
+treated the same way, unless its exception type was declared in
+``raises_before_effect``.
 """
 
 from __future__ import annotations
@@ -34,7 +39,12 @@ from pydantic import ConfigDict
 from tether._tool_calls import current_tool_call_id, running_tool_call
 from tether.crashtest.points import crash_point
 from tether.steps.codec import canonical_hash, decode_output, encode_output
-from tether.steps.errors import NonDeterminismError, StepsError, ToolOutcomeUnknownError
+from tether.steps.errors import (
+    NonDeterminismError,
+    ReconcileResultError,
+    StepsError,
+    ToolOutcomeUnknownError,
+)
 from tether.steps.idempotency import (
     KEY_PARAM,
     Reconcile,
@@ -74,6 +84,7 @@ class DurableTool(BaseTool):
     reconcile: Any = None
     version: str = ""
     safe_to_retry: bool = False
+    raises_before_effect: tuple[type[BaseException], ...] = ()
     takes_key: bool = False
     func: Any = None
     coroutine: Any = None
@@ -105,8 +116,23 @@ class DurableTool(BaseTool):
             idempotency_key(scope.tenant, scope.thread_id, key, self.name, args_hash),
         )
 
+    def _claim(self, call: _Call) -> dict[str, Any]:
+        return {
+            "state": "claimed",
+            "tool": self.name,
+            "args_hash": call.args_hash,
+            "idempotency_key": call.idempotency_key,
+            "claimed_at": time.time(),
+            "attempt": call.scope.attempt,
+            "worker_id": worker_id(),
+        }
+
     async def _plan(self, call: _Call) -> tuple[str, Any]:
-        """``("replay", output)``, ``("run", None)`` or ``("reconcile", None)``."""
+        """``("replay", output)``, ``("run", None)`` or ``("reconcile", reclaim)``.
+
+        ``reclaim`` says the stored record is a failed attempt, to be replaced by
+        a fresh claim if the hook finds nothing and the tool runs again.
+        """
         scope, store = call.scope, call.scope.store
         await ensure_pins(scope)
         await wait_for_parent_checkpoint(scope)
@@ -118,15 +144,7 @@ class DurableTool(BaseTool):
             if record is None:
                 return "run", None
         else:
-            claim: dict[str, Any] = {
-                "state": "claimed",
-                "tool": self.name,
-                "args_hash": call.args_hash,
-                "idempotency_key": call.idempotency_key,
-                "claimed_at": time.time(),
-                "attempt": scope.attempt,
-                "worker_id": worker_id(),
-            }
+            claim = self._claim(call)
             inserted = await store.insert("tool", call.key, claim, thread_id=scope.thread_id)
             remember(store, scope.thread_id, "tool", call.key)
             if inserted:
@@ -134,16 +152,48 @@ class DurableTool(BaseTool):
             record = await store.get("tool", call.key)
             if record is None:  # deleted in between (the thread was deleted)
                 return "run", None
-        value = record.value
+        return await self._resolve(call, record.value)
+
+    async def _resolve(self, call: _Call, value: dict[str, Any]) -> tuple[str, Any]:
+        """What to do about a call that already has a record (see :meth:`_plan`)."""
         if value["args_hash"] != call.args_hash:
             raise NonDeterminismError(call.key, value["args_hash"], call.args_hash, "tool call")
         if value["state"] == "done":
             return "replay", decode_output(value["output"])
-        if value["state"] == "failed" or self.takes_key or self.safe_to_retry:
+        if self.takes_key or self.safe_to_retry:
+            return "run", None
+        failed = value["state"] == "failed"
+        # A failed attempt is as uncertain as a claim whose process died (a timeout
+        # may come after the effect), unless its exception type was declared as
+        # raised before any effect. Records from before that flag existed lack it
+        # and so count as uncertain.
+        if failed and value.get("before_effect") is True:
+            await self._reclaim(call)
             return "run", None
         if self.reconcile is not None:
-            return "reconcile", None
-        raise ToolOutcomeUnknownError(self.name, call.key)
+            return "reconcile", failed
+        raise ToolOutcomeUnknownError(
+            self.name, call.key, error=str(value.get("error", "an exception")) if failed else None
+        )
+
+    async def _reclaim(self, call: _Call) -> None:
+        """Replace a failed attempt by a fresh claim before running the tool again.
+
+        Without it a second attempt that dies after its effect would still read
+        as the first attempt's "failed before any effect", and run a third time.
+        """
+        scope = call.scope
+        await scope.store.upsert("tool", call.key, self._claim(call), thread_id=scope.thread_id)
+
+    def _reconciled(self, call: _Call, found: Any) -> ReconcileResult | None:
+        """The hook's answer, checked: a result that happened, or ``None`` (it did not)."""
+        if found is None:
+            return None
+        if not isinstance(found, ReconcileResult):
+            raise ReconcileResultError(self.name, call.key, found)
+        if found.outcome == "unknown":
+            raise ToolOutcomeUnknownError(self.name, call.key, reason=found.reason)
+        return found
 
     async def _commit(self, call: _Call, output: Any, started: float, how: str) -> None:
         scope = call.scope
@@ -182,6 +232,8 @@ class DurableTool(BaseTool):
             "args_hash": call.args_hash,
             "idempotency_key": call.idempotency_key,
             "error": repr(error)[:2000],
+            "error_type": f"{type(error).__module__}.{type(error).__qualname__}",
+            "before_effect": isinstance(error, self.raises_before_effect),
         }
         remember(call.scope.store, call.scope.thread_id, "tool", call.key)
         await call.scope.store.upsert("tool", call.key, value, thread_id=call.scope.thread_id)
@@ -245,10 +297,12 @@ class DurableTool(BaseTool):
                     f"tool {self.name!r} has an async reconcile hook; call it "
                     "with ainvoke (async graphs) or make the hook sync"
                 )
-            if found is not None:
-                result = found.output if isinstance(found, ReconcileResult) else found
-                run(self._commit(call, result, time.time(), "reconciled"))
-                return result
+            result = self._reconciled(call, found)
+            if result is not None:
+                run(self._commit(call, result.output, time.time(), "reconciled"))
+                return result.output
+            if output:  # the hook found nothing: the failed attempt did nothing
+                run(self._reclaim(call))
         crash_point("tool.before")
         started = time.time()
         try:
@@ -274,10 +328,12 @@ class DurableTool(BaseTool):
             found = self.reconcile(dict(call.args), call.idempotency_key)
             if inspect.isawaitable(found):
                 found = await found
-            if found is not None:
-                result = found.output if isinstance(found, ReconcileResult) else found
-                await self._commit(call, result, time.time(), "reconciled")
-                return result
+            result = self._reconciled(call, found)
+            if result is not None:
+                await self._commit(call, result.output, time.time(), "reconciled")
+                return result.output
+            if output:  # the hook found nothing: the failed attempt did nothing
+                await self._reclaim(call)
         crash_point("tool.before")
         started = time.time()
         try:
@@ -307,13 +363,34 @@ def _as_tool(func_or_tool: Any, name: str | None) -> BaseTool:
     return StructuredTool.from_function(func=func_or_tool, name=name)
 
 
+def _before_effect(declared: Any) -> tuple[type[BaseException], ...]:
+    """``raises_before_effect`` checked: a tuple of exception classes."""
+    problem = (
+        "raises_before_effect must be a tuple of exception classes, e.g. "
+        f"raises_before_effect=(ValidationError,), got {declared!r}"
+    )
+    if not isinstance(declared, tuple | list):
+        raise TypeError(problem)
+    for item in declared:
+        if not (isinstance(item, type) and issubclass(item, BaseException)):
+            raise TypeError(problem)
+    return tuple(declared)
+
+
 def _wrap(
-    func_or_tool: Any, name: str | None, reconcile: Any, version: str | None, safe_to_retry: bool
+    func_or_tool: Any,
+    *,
+    name: str | None,
+    reconcile: Any,
+    version: str | None,
+    safe_to_retry: bool,
+    raises_before_effect: Any,
 ) -> DurableTool:
     if isinstance(func_or_tool, DurableTool):
         raise TypeError(f"tool {func_or_tool.name!r} is already durable")
     if reconcile is not None and not callable(reconcile):
         raise TypeError("reconcile must be a callable reconcile(args: dict, key: str)")
+    before_effect = _before_effect(raises_before_effect)
     inner = _as_tool(func_or_tool, name)
     schema = hide_key(inner.args_schema)
     takes_key = KEY_PARAM in inner.args
@@ -325,6 +402,7 @@ def _wrap(
         inner=inner,
         reconcile=reconcile,
         safe_to_retry=safe_to_retry,
+        raises_before_effect=before_effect,
         takes_key=takes_key,
         func=None
         if isinstance(func_or_tool, BaseTool) or _is_async(func_or_tool)
@@ -346,6 +424,7 @@ def durable_tool(
     reconcile: Reconcile | None = None,
     version: str | None = None,
     safe_to_retry: bool = False,
+    raises_before_effect: tuple[type[BaseException], ...] = (),
 ) -> DurableTool: ...
 
 
@@ -357,6 +436,7 @@ def durable_tool(
     reconcile: Reconcile | None = None,
     version: str | None = None,
     safe_to_retry: bool = False,
+    raises_before_effect: tuple[type[BaseException], ...] = (),
 ) -> Callable[[Callable[..., Any] | BaseTool], DurableTool]: ...
 
 
@@ -367,6 +447,7 @@ def durable_tool(
     reconcile: Reconcile | None = None,
     version: str | None = None,
     safe_to_retry: bool = False,
+    raises_before_effect: tuple[type[BaseException], ...] = (),
 ) -> DurableTool | Callable[[Callable[..., Any] | BaseTool], DurableTool]:
     """Make a tool durable: claimed, run once, recorded, replayed.
 
@@ -379,12 +460,20 @@ def durable_tool(
         name: The tool's name (default: the function's or tool's name).
         reconcile: ``reconcile(args, key) -> ReconcileResult | None`` for a tool
             that cannot take an ``idempotency_key``: after a crash between claim
-            and commit it reads the outside world back. A result means the action
-            happened (the run continues with it); ``None`` means it did not (the
-            tool runs). It may be async.
+            and commit, or after an attempt that raised, it reads the outside
+            world back. ``ReconcileResult(output)`` means the action happened
+            (the run continues with it); ``None`` means it did not (the tool
+            runs); ``ReconcileResult.unknown(reason)`` means it cannot tell (the
+            call raises ``ToolOutcomeUnknownError``). Any other value raises
+            ``ReconcileResultError``. It may be async.
         version: The tool's schema version, recorded on each step (default: a
             hash of the schema the model sees).
         safe_to_retry: The tool may run twice without harm (e.g. a pure read).
+        raises_before_effect: Exception types the tool raises only before it
+            has any effect (input validation, a refused connection). An attempt
+            that raised one of them (or a subclass) runs again on the next
+            attempt; any other exception leaves the outcome unknown, like a
+            crash: reconcile, or ``ToolOutcomeUnknownError``.
 
     Returns:
         A ``DurableTool`` (a LangChain ``BaseTool``), or a decorator.
@@ -393,6 +482,13 @@ def durable_tool(
     thread, step, tool name, args hash): the same on every retry and worker. It
     is hidden from the schema the model sees.
     """
+    options: dict[str, Any] = {
+        "name": name,
+        "reconcile": reconcile,
+        "version": version,
+        "safe_to_retry": safe_to_retry,
+        "raises_before_effect": raises_before_effect,
+    }
     if func_or_tool is None:
-        return lambda f: _wrap(f, name, reconcile, version, safe_to_retry)
-    return _wrap(func_or_tool, name, reconcile, version, safe_to_retry)
+        return lambda f: _wrap(f, **options)
+    return _wrap(func_or_tool, **options)
