@@ -18,13 +18,16 @@ from typing import Any, TypedDict
 import pytest
 from langchain_core.runnables import RunnableConfig
 from langgraph.checkpoint.base import BaseCheckpointSaver, empty_checkpoint
-from langgraph.constants import ERROR, INTERRUPT
 from langgraph.graph import END, START, StateGraph
 from langgraph.types import Interrupt
 from pydantic import BaseModel
 
 from tests.backends import Backend
 from tests.checkpointing.encryption_helpers import ring
+
+# LangGraph's channel names for a task's error and interrupts (importing its
+# constants for them is deprecated).
+ERROR, INTERRUPT = "__error__", "__interrupt__"
 
 
 class Address(BaseModel):
