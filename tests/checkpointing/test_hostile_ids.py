@@ -48,6 +48,7 @@ PAIRS: list[tuple[str, str]] = [
     ("😀", "😀 "),
     ("new\nline", "new line"),
     ("ctl\x01", "ctl"),
+    ("\u00a0nbsp", "nbsp"),
     (" ", ""),
     (",", ",,"),
     ("a b,c", "a b"),

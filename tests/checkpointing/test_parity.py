@@ -18,13 +18,16 @@ from typing import Any, TypedDict
 import pytest
 from langchain_core.runnables import RunnableConfig
 from langgraph.checkpoint.base import BaseCheckpointSaver, empty_checkpoint
-from langgraph.constants import ERROR, INTERRUPT
 from langgraph.graph import END, START, StateGraph
 from langgraph.types import Interrupt
 from pydantic import BaseModel
 
 from tests.backends import Backend
 from tests.checkpointing.encryption_helpers import ring
+
+# LangGraph's channel names for a task's error and interrupts (importing its
+# constants for them is deprecated).
+ERROR, INTERRUPT = "__error__", "__interrupt__"
 
 
 class Address(BaseModel):
@@ -220,3 +223,44 @@ async def test_a_failed_run_resumes_with_its_objects(backend: Backend) -> None:
         assert type(done["order"]) is Order
         assert type(done["order"].customer) is Customer
         assert done["order"].customer.tags == ["checked"]
+
+
+async def test_a_checkpoint_comes_back_with_exactly_its_keys(backend: Backend) -> None:
+    # LangGraph's own checkpoints (format v4) have no "pending_sends" key.
+    async with backend.open() as saver:
+        checkpoint: Any = {k: v for k, v in empty_checkpoint().items() if k != "pending_sends"}
+        checkpoint["v"] = 4
+        checkpoint["channel_values"] = {"text": "plain"}
+        checkpoint["channel_versions"] = {"text": saver.get_next_version(None, None)}  # type: ignore[arg-type]
+        stored = await saver.aput(
+            _config("t1"), checkpoint, {"step": 0}, checkpoint["channel_versions"]
+        )
+        got = await saver.aget_tuple(stored)
+        assert got is not None
+        assert got.checkpoint == checkpoint
+
+
+@pytest.mark.parametrize("backend", ["postgres", "redis"], indirect=True)
+async def test_sends_of_a_pre_v4_checkpoint_become_its_tasks_channel(backend: Backend) -> None:
+    # Before format v4 a checkpoint's pending sends were its parent's TASKS writes
+    # on these two backends; PostgresSaver hands them over as the tasks channel.
+    # (The memory and SQLite savers kept them in the checkpoint's "pending_sends".)
+    from langgraph.constants import TASKS
+    from langgraph.types import Send
+
+    async with backend.open() as saver:
+        parent: Any = empty_checkpoint()
+        parent["v"] = 3
+        stored_parent = await saver.aput(_config("t1"), parent, {"step": 0}, {})
+        sends = [Send("node", {"n": 2}), Send("node", {"n": 1})]
+        await saver.aput_writes(stored_parent, [(TASKS, sends[1])], "task-b", "~1")
+        await saver.aput_writes(stored_parent, [(TASKS, sends[0])], "task-a", "~0")
+        child: Any = empty_checkpoint()
+        child["v"] = 3
+        child["channel_values"] = {"text": "plain"}
+        child["channel_versions"] = {"text": saver.get_next_version(None, None)}  # type: ignore[arg-type]
+        stored = await saver.aput(stored_parent, child, {"step": 1}, child["channel_versions"])
+        got = await saver.aget_tuple(stored)
+        assert got is not None
+        assert got.checkpoint["channel_values"][TASKS] == sends
+        assert TASKS in got.checkpoint["channel_versions"]

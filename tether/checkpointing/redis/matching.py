@@ -34,7 +34,11 @@ def tag_parts(value: str) -> set[str]:
 
 
 def _expressible(part: str) -> bool:
-    # The query parser reads other control characters as separators, however escaped.
+    # The query parser reads other control characters as separators, however
+    # escaped. A part still starting or ending in (Unicode) whitespace is left
+    # out too: a server that trimmed that as well would store it otherwise.
+    if part[0].isspace() or part[-1].isspace():
+        return False
     return not any(unicodedata.category(c) == "Cc" and c not in _WHITESPACE for c in part)
 
 

@@ -7,6 +7,7 @@ from typing import Any, NamedTuple, cast
 
 import orjson
 from langgraph.checkpoint.base import (
+    Checkpoint,
     CheckpointMetadata,
     CheckpointTuple,
     PendingWrite,
@@ -74,18 +75,12 @@ class Reading(RedisBase):
         thread_id = from_storage_safe_id(stored.thread_id)
         ns = from_storage_safe_str(stored.checkpoint_ns)
         parent = from_storage_safe_id(doc.get("parent_checkpoint_id") or "")
-        checkpoint = doc.get("checkpoint") or {}
         raw = doc.get("metadata") or "{}"
         metadata = orjson.loads(raw) if isinstance(raw, str) else raw
         metadata = {
             k.replace("\u0000", ""): v.replace("\u0000", "") if isinstance(v, str) else v
             for k, v in metadata.items()
         }
-        stored_values = checkpoint.get("channel_values", {})
-        if doc.get("values") == TYPED_VALUES:
-            channel_values = load_values(self._serde, stored_values)
-        else:  # upstream's inline JSON
-            channel_values = self._recursive_deserialize(stored_values)
         # Checkpoints before format v4 read their pending sends from the parent's writes.
         sends = [
             (w.get("type", ""), w.get("blob", ""))
@@ -103,11 +98,32 @@ class Reading(RedisBase):
 
         return CheckpointTuple(
             config=config(from_storage_safe_id(stored.checkpoint_id)),
-            checkpoint=self._load_checkpoint(checkpoint, channel_values, sends),
+            checkpoint=self._checkpoint(doc, sends),
             metadata=cast(CheckpointMetadata, metadata),
             parent_config=config(parent) if parent else None,
             pending_writes=self._pending_writes(writes),
         )
+
+    def _checkpoint(self, doc: dict[str, Any], sends: list[tuple[str, str]]) -> Checkpoint:
+        """The checkpoint a document holds, with its values loaded."""
+        stored = doc.get("checkpoint") or {}
+        if doc.get("values") != TYPED_VALUES:  # upstream's layout, read as upstream does
+            values = self._recursive_deserialize(stored.get("channel_values", {}))
+            return self._load_checkpoint(stored, values, sends)
+        checkpoint: Any = {
+            **stored,
+            "channel_values": load_values(self._serde, stored["channel_values"]),
+        }
+        if checkpoint.get("v", 4) < 4 and sends:
+            # As PostgresSaver migrates them: the parent's sends become the tasks channel.
+            versions = checkpoint["channel_versions"] = dict(checkpoint["channel_versions"])
+            checkpoint["channel_values"][TASKS] = [
+                self.serde.loads_typed((t, self._decode_blob(b))) for t, b in sends
+            ]
+            first = self.get_next_version(None, cast(Any, None))  # the channel is unused
+            versions[TASKS] = max(versions.values()) if versions else first
+        loaded: Checkpoint = checkpoint
+        return loaded
 
     def _pending_writes(self, docs: list[dict[str, Any]]) -> list[PendingWrite]:
         # One write per (task, idx), in the order LangGraph applies them (as every
