@@ -2,6 +2,8 @@
 
 import inspect
 
+import pytest
+
 import tether
 
 EXPECTED = [
@@ -58,9 +60,14 @@ def test_all_is_locked() -> None:
 
 
 def test_all_is_sorted_and_importable() -> None:
-    assert sorted(tether.__all__, key=str.casefold) == sorted(EXPECTED, key=str.casefold)
+    assert tether.__all__ == sorted(tether.__all__)
     for name in tether.__all__:
         assert getattr(tether, name) is not None, name
+
+
+def test_an_unknown_name_is_an_attribute_error() -> None:
+    with pytest.raises(AttributeError, match="module 'tether' has no attribute 'no_such_name'"):
+        tether.no_such_name  # noqa: B018  (the read is the test)
 
 
 def test_no_private_leaks() -> None:

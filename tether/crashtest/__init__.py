@@ -1,22 +1,22 @@
 """The crash harness: ``tether crashtest`` and what it is built from.
 
-* :func:`~tether.crashtest.points.crash_point` marks the boundaries where a run
-  may be killed;
+* :func:`crash_point` (defined in :mod:`tether._crashpoints`, at the bottom
+  of the package) marks the boundaries where a run may be killed;
 * :class:`CrashTarget` describes a graph to crash test;
 * :func:`run_crashtest` kills a run at every boundary in turn, resumes it in a
   fresh process and compares it with an unkilled run.
 
-Only :mod:`tether.crashtest.points` is imported eagerly: the recording layer
-calls ``crash_point`` and must not pull in the harness, which itself runs
-graphs built on that layer. The other names load on first use.
+The harness depends on the hook, never the reverse: the recording layer
+imports :mod:`tether._crashpoints` directly and never loads this package. The
+names here load on first use.
 """
 
 from __future__ import annotations
 
-import importlib
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
-from tether.crashtest.points import crash_point
+from tether._crashpoints import crash_point
+from tether._lazy import lazy_attributes
 
 if TYPE_CHECKING:
     from tether.crashtest.harness import BoundaryOutcome, CrashTestReport, run_crashtest
@@ -40,20 +40,16 @@ __all__ = [
     "run_crashtest",
 ]
 
-_LAZY = {
-    "BoundaryOutcome": "harness",
-    "CrashTestReport": "harness",
-    "run_crashtest": "harness",
-    "CrashPointSaver": "saver",
-    "CrashTarget": "target",
-    "CrashTestError": "target",
-    "load_target": "target",
-    "normalize_state": "target",
-}
-
-
-def __getattr__(name: str) -> Any:
-    module = _LAZY.get(name)
-    if module is None:
-        raise AttributeError(f"module 'tether.crashtest' has no attribute {name!r}")
-    return getattr(importlib.import_module(f"tether.crashtest.{module}"), name)
+__getattr__ = lazy_attributes(
+    __name__,
+    {
+        "BoundaryOutcome": "tether.crashtest.harness",
+        "CrashTestReport": "tether.crashtest.harness",
+        "run_crashtest": "tether.crashtest.harness",
+        "CrashPointSaver": "tether.crashtest.saver",
+        "CrashTarget": "tether.crashtest.target",
+        "CrashTestError": "tether.crashtest.target",
+        "load_target": "tether.crashtest.target",
+        "normalize_state": "tether.crashtest.target",
+    },
+)

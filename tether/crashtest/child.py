@@ -23,8 +23,8 @@ from typing import Any
 from langchain_core.runnables import RunnableConfig
 from langgraph.types import Command
 
+from tether._crashpoints import CRASH_AT_ENV, CRASH_TRACE_ENV
 from tether.checkpointing import open_checkpointer
-from tether.crashtest.points import CRASH_AT_ENV, CRASH_TRACE_ENV
 from tether.crashtest.saver import CrashPointSaver
 from tether.crashtest.steplog import recorded_model_calls
 from tether.crashtest.target import CrashTarget, CrashTestError, load_target

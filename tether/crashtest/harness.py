@@ -27,12 +27,12 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from tether._calllog import read_calls
+from tether._crashpoints import CRASH_AT_ENV, CRASH_TRACE_ENV
 from tether.crashtest.child import ChildJob, forked_entry
 from tether.crashtest.databases import check_url, fresh_database
 from tether.crashtest.launch import run_forked
-from tether.crashtest.points import CRASH_AT_ENV, CRASH_TRACE_ENV
 from tether.crashtest.target import CrashTarget, CrashTestError, load_target
-from tether.graphs.scripted import read_calls
 
 __all__ = ["BoundaryOutcome", "CrashTestReport", "run_crashtest"]
 

@@ -13,8 +13,8 @@ from typing import Any
 from langchain_core.runnables import RunnableConfig
 from langgraph.checkpoint.base import ChannelVersions, Checkpoint, CheckpointMetadata
 
+from tether._crashpoints import crash_point
 from tether.checkpointing.delegating import DelegatingSaver
-from tether.crashtest.points import crash_point
 
 __all__ = ["CrashPointSaver"]
 

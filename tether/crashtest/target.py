@@ -34,8 +34,8 @@ from typing import Any, Literal
 from langchain_core.messages import AIMessage, BaseMessage
 from langgraph.checkpoint.base import BaseCheckpointSaver
 
+from tether._messages import message_fingerprint
 from tether.errors import TetherError
-from tether.graphs.scripted import message_fingerprint
 
 __all__ = ["CrashTarget", "CrashTestError", "load_target", "normalize_state"]
 

@@ -28,6 +28,7 @@ from typing import Any
 from langchain_core.messages import AIMessage
 from langchain_core.runnables import RunnableConfig
 
+from tether._calllog import read_calls
 from tether.approvals import get_approval
 from tether.approvals.display import format_approval
 from tether.approvals.escaping import escape_text
@@ -35,7 +36,6 @@ from tether.checkpointing import open_checkpointer
 from tether.demo.graph import DEMO_DIR_ENV, build_demo_graph
 from tether.graphs.payments import FakePaymentsProvider
 from tether.graphs.refund_scenario import CALLS_FILE, PAYMENTS_FILE, refund_input
-from tether.graphs.scripted import read_calls
 from tether.runtime import aunfinished
 from tether.steps import Step, read_steps
 

@@ -23,10 +23,8 @@ from __future__ import annotations
 
 import hashlib
 import json
-import os
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Any
 
 from langchain_core.callbacks import CallbackManagerForLLMRun
@@ -37,6 +35,8 @@ from langchain_core.runnables import Runnable
 from langchain_core.utils.function_calling import convert_to_openai_tool
 from pydantic import ConfigDict, Field
 
+from tether._calllog import ScriptedCall, append_call, read_calls
+from tether._messages import message_fingerprint
 from tether.errors import TetherError
 
 __all__ = [
@@ -77,15 +77,6 @@ class ScriptRule:
     reply: Callable[[Conversation], AIMessage]
 
 
-@dataclass(frozen=True)
-class ScriptedCall:
-    """One line of a calls file: which process asked what, and which rule answered."""
-
-    pid: int
-    input_hash: str
-    rule: str
-
-
 def planned_call(name: str, args: dict[str, Any]) -> ToolCall:
     """A tool call for a scripted reply; the model gives it a deterministic id."""
     return ToolCall(name=name, args=args, id=None, type="tool_call")
@@ -114,19 +105,6 @@ def last_tool_result(messages: Conversation) -> str:
     return ""
 
 
-def message_fingerprint(message: BaseMessage) -> dict[str, Any]:
-    """The parts of a message that carry meaning: ids assigned by storage are left out."""
-    data: dict[str, Any] = {"type": message.type, "content": message.content}
-    if isinstance(message, AIMessage):
-        data["tool_calls"] = [
-            {"name": c["name"], "args": c["args"], "id": c.get("id")} for c in message.tool_calls
-        ]
-    if isinstance(message, ToolMessage):
-        data["tool_call_id"] = message.tool_call_id
-        data["name"] = message.name
-    return data
-
-
 def _input_hash(messages: Conversation) -> str:
     canonical = json.dumps(
         [message_fingerprint(m) for m in messages],
@@ -139,18 +117,6 @@ def _input_hash(messages: Conversation) -> str:
 
 def _tokens(text: str) -> int:
     return len(text.split())
-
-
-def read_calls(calls_file: str | os.PathLike[str]) -> list[ScriptedCall]:
-    """Every call recorded in ``calls_file``, in order (empty if it does not exist)."""
-    path = Path(calls_file)
-    if not path.exists():
-        return []
-    calls = []
-    for line in path.read_text(encoding="utf-8").splitlines():
-        pid, input_hash, rule = line.split(" ", 2)
-        calls.append(ScriptedCall(int(pid), input_hash, rule))
-    return calls
 
 
 class ScriptedChatModel(BaseChatModel):
@@ -240,9 +206,5 @@ class ScriptedChatModel(BaseChatModel):
         )
 
     def _log_call(self, input_hash: str, rule: str) -> None:
-        if self.calls_file is None:
-            return
-        with open(self.calls_file, "a", encoding="utf-8") as out:
-            out.write(f"{os.getpid()} {input_hash} {rule}\n")
-            out.flush()
-            os.fsync(out.fileno())
+        if self.calls_file is not None:
+            append_call(self.calls_file, input_hash, rule)

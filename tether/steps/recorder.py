@@ -21,7 +21,7 @@ from typing import Any, TypeVar
 from langchain_core.runnables import Runnable, RunnableConfig
 from pydantic import BaseModel
 
-from tether.crashtest.points import crash_point
+from tether._crashpoints import crash_point
 from tether.steps import budget as budgets
 from tether.steps.chunks import as_chunks, assemble
 from tether.steps.codec import canonical_hash, decode_output, encode_output

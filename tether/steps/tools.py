@@ -36,8 +36,8 @@ from langchain_core.tools import BaseTool, StructuredTool
 from langchain_core.utils.function_calling import convert_to_openai_tool
 from pydantic import ConfigDict
 
+from tether._crashpoints import crash_point
 from tether._tool_calls import current_tool_call_id, running_tool_call
-from tether.crashtest.points import crash_point
 from tether.steps.codec import canonical_hash, decode_output, encode_output
 from tether.steps.errors import (
     NonDeterminismError,

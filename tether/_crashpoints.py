@@ -1,5 +1,10 @@
 """Named crash points: places where the crash harness may SIGKILL the process.
 
+This hook sits at the bottom of the package: the recording layer and durable
+tools call it, and the harness (``tether.crashtest``) drives it through the
+environment. It imports nothing from tether, so production code never loads
+the harness.
+
 Production code calls :func:`crash_point` at every boundary a crash could fall
 on (before and after a model call, a tool effect, a checkpoint write). It costs
 one dictionary lookup when no crash test is running. Under ``tether crashtest``
