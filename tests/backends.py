@@ -75,8 +75,10 @@ def fresh_backend(name: str, servers: dict[str, str], tmp_path: Path) -> Iterato
             yield Backend(name, url)
     elif name == "redis":
         prefix = f"t{uuid.uuid4().hex[:12]}"
-        yield Backend(name, servers["redis"], {"key_prefix": prefix})
-        _drop_redis_prefix(servers["redis"], prefix)
+        try:
+            yield Backend(name, servers["redis"], {"key_prefix": prefix})
+        finally:
+            _drop_redis_prefix(servers["redis"], prefix)
     else:  # pragma: no cover - guarded by BACKENDS
         raise ValueError(name)
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import sys
 from pathlib import Path
 
@@ -114,5 +115,5 @@ def test_sync_twin_raises_the_same_errors() -> None:
 
 async def test_sync_method_on_the_savers_own_loop_says_what_to_use(tmp_path: Path) -> None:
     async with open_checkpointer(f"sqlite:///{tmp_path}/x.db") as saver:
-        with pytest.raises(Exception, match=r"await adelete_for_runs\(\) instead"):
+        with pytest.raises(asyncio.InvalidStateError, match=r"await adelete_for_runs\(\) instead"):
             saver.delete_for_runs(["r1"])
