@@ -19,11 +19,12 @@ from tether.approvals import (
     Escalate,
     SafeAlternative,
     Stop,
+    expiry_policy,
     list_approvals,
+    policy_from_dict,
     request_approval,
     requires_approval,
 )
-from tether.approvals.policies import expiry_policy, policy_from_dict
 from tether.errors import ConfigurationError
 
 NO_TIMEOUT_APPROVAL = "approve-on-timeout does not exist"
