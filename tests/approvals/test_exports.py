@@ -154,7 +154,6 @@ def test_the_docs_name_only_public_approvals() -> None:
         f"{doc.name}: tether.approvals.{name}"
         for doc in docs
         for name in re.findall(r"tether\.approvals\.(\w+)", doc.read_text(encoding="utf-8"))
-        if name not in tether.approvals.__all__
-        and f"tether.approvals.{name}" not in PUBLIC_MODULES
+        if name not in tether.approvals.__all__ and f"tether.approvals.{name}" not in PUBLIC_MODULES
     }
     assert named == set()
