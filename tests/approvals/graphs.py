@@ -21,12 +21,12 @@ from tether.approvals import (
     ApprovalOutcome,
     Approvers,
     Escalate,
+    ExpiryPolicy,
     SafeAlternative,
     Stop,
     arequest_approval,
     request_approval,
 )
-from tether.approvals.policies import ExpiryPolicy
 
 # The version of the record "pay" depends on; tests change it to make approvals stale.
 VERSIONS: dict[str, int] = {"balance": 1}

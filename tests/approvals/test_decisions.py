@@ -9,6 +9,7 @@ import pytest
 from tests.approvals import graphs
 from tests.approvals.conftest import Paused, PauseFn
 from tether.approvals import (
+    DECISION_KIND,
     AlreadyDecidedError,
     ApprovalExpiredError,
     ApprovalNotPendingError,
@@ -20,7 +21,6 @@ from tether.approvals import (
     decide,
     get_approval,
 )
-from tether.approvals.request import DECISION_KIND
 from tether.store import store_for
 
 

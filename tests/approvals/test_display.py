@@ -20,9 +20,15 @@ from langchain_core.runnables import RunnableConfig
 
 from tests.approvals import graphs
 from tether import open_checkpointer_sync
-from tether.approvals import ApprovalView, Approvers, list_approvals_sync
-from tether.approvals.display import format_approval, format_approval_line
-from tether.approvals.escaping import escape_json, escape_text
+from tether.approvals import (
+    ApprovalView,
+    Approvers,
+    escape_json,
+    escape_text,
+    format_approval,
+    format_approval_line,
+    list_approvals_sync,
+)
 from tether.cli import main
 
 CONFIG: RunnableConfig = {"configurable": {"thread_id": "t1"}}

@@ -14,6 +14,7 @@ import pytest
 
 from tests.approvals.conftest import Paused, PauseFn
 from tether.approvals import (
+    DECISION_KIND,
     ApprovalConfigError,
     ApproverNotAllowedError,
     Decider,
@@ -23,7 +24,6 @@ from tether.approvals import (
     decide_as_sync,
     get_approval,
 )
-from tether.approvals.request import DECISION_KIND
 from tether.store import store_for
 
 

@@ -14,15 +14,18 @@ from tests.approvals import graphs
 from tests.backends import Backend
 from tether.approvals import (
     ApprovalConfigError,
+    ApprovalError,
     Approvers,
     Escalate,
     SafeAlternative,
     Stop,
+    expiry_policy,
     list_approvals,
+    policy_from_dict,
     request_approval,
     requires_approval,
 )
-from tether.approvals.policies import expiry_policy, policy_from_dict
+from tether.errors import ConfigurationError
 
 NO_TIMEOUT_APPROVAL = "approve-on-timeout does not exist"
 
@@ -111,6 +114,16 @@ def test_policies_round_trip_through_json() -> None:
 def test_bad_policies_say_what_to_write(make: Any, message: str) -> None:
     with pytest.raises(ApprovalConfigError, match=message):
         make()
+
+
+def test_a_bad_approval_configuration_is_a_configuration_error() -> None:
+    # Like MissingKeyError: callers catching tether's ConfigurationError (or
+    # ValueError) catch a bad gate too, and ApprovalError still catches it.
+    with pytest.raises(ConfigurationError, match=NO_TIMEOUT_APPROVAL) as caught:
+        expiry_policy("approve")
+    assert isinstance(caught.value, ApprovalConfigError)
+    assert isinstance(caught.value, ApprovalError)
+    assert isinstance(caught.value, ValueError)
 
 
 def _gate(**overrides: Any) -> None:

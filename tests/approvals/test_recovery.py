@@ -7,13 +7,13 @@ from langgraph.types import Command
 
 from tests.approvals.conftest import PauseFn
 from tether.approvals import (
+    DECISION_KIND,
     ApprovalError,
     ApprovalNotPendingError,
     UnknownApprovalError,
+    build_decision,
     resume_decided,
 )
-from tether.approvals.decisions import build_decision
-from tether.approvals.request import DECISION_KIND
 from tether.store import store_for
 
 

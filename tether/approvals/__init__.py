@@ -7,9 +7,26 @@ arguments), recorded exactly once, and delivered with
 ``Command(resume={interrupt_id: ...})``. Stale preconditions void an approval;
 every request expires under a policy that never approves
 (:func:`expire_due`). Every request and decision is a step in the thread's log.
+
+The names below are the whole API. The modules behind them are private:
+
+* ``_request``: asking (``request_approval``, ``requires_approval``);
+* ``_flow``: the asking protocol, written once as a generator of operations;
+* ``_decide``: deciding (``decide``, ``decide_as``, ``resume_decided``, ``Decider``);
+* ``_checks``: the checks a decision passes and the document it becomes;
+* ``_expiry``: the expiry sweep (``expire_due``);
+* ``_policies``: who may decide, and the expiry policies;
+* ``_storage``: the stored request, the audit steps, and reading them back;
+* ``_display``: escaping and the layout an approver reads;
+* ``_io``: every operation on the store and the graph, performed sync or async;
+* ``errors``: the errors, each naming the problem and the fix.
 """
 
-from tether.approvals.deciding import (
+from tether.approvals._checks import build_decision
+from tether.approvals._decide import (
+    Decider,
+    DecisionPayload,
+    DecisionResult,
     decide,
     decide_as,
     decide_as_sync,
@@ -17,7 +34,42 @@ from tether.approvals.deciding import (
     resume_decided,
     resume_decided_sync,
 )
-from tether.approvals.decisions import DecisionResult
+from tether.approvals._display import (
+    approval_fields,
+    escape_json,
+    escape_text,
+    format_approval,
+    format_approval_line,
+)
+from tether.approvals._expiry import ExpiryAction, expire_due, expire_due_sync
+from tether.approvals._flow import ApprovalOutcome
+from tether.approvals._policies import (
+    Alternative,
+    Approvers,
+    Escalate,
+    ExpiryPolicy,
+    SafeAlternative,
+    Stop,
+    expiry_policy,
+    policy_from_dict,
+)
+from tether.approvals._request import (
+    ApprovalGatedTool,
+    arequest_approval,
+    request_approval,
+    requires_approval,
+    stopped_by_expiry,
+)
+from tether.approvals._storage import (
+    APPROVAL_KIND,
+    DECISION_KIND,
+    ApprovalRequest,
+    ApprovalView,
+    get_approval,
+    get_approval_sync,
+    list_approvals,
+    list_approvals_sync,
+)
 from tether.approvals.errors import (
     AlreadyDecidedError,
     ApprovalConfigError,
@@ -30,23 +82,11 @@ from tether.approvals.errors import (
     InvalidEditError,
     UnknownApprovalError,
 )
-from tether.approvals.expiry import ExpiryAction, expire_due, expire_due_sync
-from tether.approvals.gate import arequest_approval, request_approval
 from tether.approvals.hashing import args_sha256, canonical_json
-from tether.approvals.identity import Decider, DecisionPayload
-from tether.approvals.inbox import (
-    ApprovalView,
-    get_approval,
-    get_approval_sync,
-    list_approvals,
-    list_approvals_sync,
-)
-from tether.approvals.outcome import ApprovalOutcome
-from tether.approvals.policies import Approvers, Escalate, SafeAlternative, Stop
-from tether.approvals.request import Alternative, ApprovalRequest
-from tether.approvals.tool import ApprovalGatedTool, requires_approval, stopped_by_expiry
 
 __all__ = [
+    "APPROVAL_KIND",
+    "DECISION_KIND",
     "AlreadyDecidedError",
     "Alternative",
     "ApprovalConfigError",
@@ -66,23 +106,32 @@ __all__ = [
     "DecisionResult",
     "Escalate",
     "ExpiryAction",
+    "ExpiryPolicy",
     "InvalidEditError",
     "SafeAlternative",
     "Stop",
     "UnknownApprovalError",
+    "approval_fields",
     "arequest_approval",
     "args_sha256",
+    "build_decision",
     "canonical_json",
     "decide",
     "decide_as",
     "decide_as_sync",
     "decide_sync",
+    "escape_json",
+    "escape_text",
     "expire_due",
     "expire_due_sync",
+    "expiry_policy",
+    "format_approval",
+    "format_approval_line",
     "get_approval",
     "get_approval_sync",
     "list_approvals",
     "list_approvals_sync",
+    "policy_from_dict",
     "request_approval",
     "requires_approval",
     "resume_decided",

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from tether.errors import TetherError
+from tether.errors import ConfigurationError, TetherError
 
 __all__ = [
     "AlreadyDecidedError",
@@ -22,8 +22,12 @@ class ApprovalError(TetherError):
     """Base class of every approval error."""
 
 
-class ApprovalConfigError(ApprovalError):
-    """An approval gate or expiry policy is configured wrongly (e.g. approve-on-timeout)."""
+class ApprovalConfigError(ApprovalError, ConfigurationError):
+    """An approval gate or expiry policy is configured wrongly (e.g. approve-on-timeout).
+
+    A :class:`tether.errors.ConfigurationError` (and so a ``ValueError``), like every
+    other bad setting tether refuses, and still an :class:`ApprovalError`.
+    """
 
 
 class UnknownApprovalError(ApprovalError):

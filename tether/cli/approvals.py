@@ -23,15 +23,17 @@ from langgraph.pregel import Pregel
 from tether.approvals import (
     Decider,
     DecisionPayload,
+    DecisionResult,
     decide_as,
+    escape_json,
+    escape_text,
     expire_due,
+    format_approval,
+    format_approval_line,
     get_approval,
     list_approvals,
     resume_decided,
 )
-from tether.approvals.decisions import DecisionResult
-from tether.approvals.display import format_approval, format_approval_line
-from tether.approvals.escaping import escape_json, escape_text
 from tether.checkpointing import open_checkpointer
 from tether.errors import ConfigurationError
 

@@ -29,9 +29,7 @@ from langchain_core.messages import AIMessage
 from langchain_core.runnables import RunnableConfig
 
 from tether._calllog import read_calls
-from tether.approvals import get_approval
-from tether.approvals.display import format_approval
-from tether.approvals.escaping import escape_text
+from tether.approvals import escape_text, format_approval, get_approval
 from tether.checkpointing import open_checkpointer
 from tether.demo.graph import DEMO_DIR_ENV, build_demo_graph
 from tether.graphs.payments import FakePaymentsProvider

@@ -5,8 +5,8 @@ Every request expires. When it does, exactly one of these applies:
 * :class:`Escalate`: a new set of approvers gets a new expiry; when that one
   passes too, the escalation's ``then`` policy applies;
 * :class:`Stop`: the run ends with its partial result;
-* :class:`SafeAlternative`: the alternative the agent proposed with the request
-  runs instead.
+* :class:`SafeAlternative`: the :class:`Alternative` the agent proposed with the
+  request runs instead.
 
 Approve-on-timeout does not exist: a timeout never approves, and any
 configuration that asks for it is rejected with :class:`ApprovalConfigError`.
@@ -20,8 +20,10 @@ from datetime import timedelta
 from typing import Any
 
 from tether.approvals.errors import ApprovalConfigError
+from tether.approvals.hashing import args_sha256
 
 __all__ = [
+    "Alternative",
     "Approvers",
     "Escalate",
     "ExpiryPolicy",
@@ -80,6 +82,31 @@ class Approvers:
 
 
 @dataclass(frozen=True)
+class Alternative:
+    """A safer action the agent proposes, taken if the request expires under ``SafeAlternative``.
+
+    Attributes:
+        action: The alternative action's name (for a gated tool: its own name or
+            another tool's).
+        args: Its arguments.
+        description: One line for the approver.
+    """
+
+    action: str
+    args: dict[str, Any]
+    description: str = ""
+
+    def to_dict(self) -> dict[str, Any]:
+        """JSON form, with the arguments' hash."""
+        return {
+            "action": self.action,
+            "args": self.args,
+            "args_sha256": args_sha256(self.args),
+            "description": self.description,
+        }
+
+
+@dataclass(frozen=True)
 class Stop:
     """On expiry, end the run with its partial result."""
 
@@ -92,7 +119,7 @@ class Stop:
 class SafeAlternative:
     """On expiry, run the alternative the agent proposed with the request.
 
-    The request must carry an ``alternative`` (see ``request_approval``).
+    The request must carry an :class:`Alternative` (see ``request_approval``).
     """
 
     def to_dict(self) -> dict[str, Any]:

@@ -21,12 +21,19 @@ from typing import Any
 
 from langgraph.checkpoint.base import BaseCheckpointSaver
 
-from tether.approvals.audit import audit_document
-from tether.approvals.deciding import settle, settle_sync
-from tether.approvals.decisions import SYSTEM_EXPIRY, build_decision
+from tether.approvals._checks import SYSTEM_EXPIRY, build_decision
+from tether.approvals._decide import settling
+from tether.approvals._io import Flow, List, run, run_sync
+from tether.approvals._policies import Escalate, ExpiryPolicy, SafeAlternative
+from tether.approvals._storage import (
+    APPROVAL_KIND,
+    DECISION_KIND,
+    ApprovalRequest,
+    audit,
+    format_time,
+    upsert_request,
+)
 from tether.approvals.errors import AlreadyDecidedError, ApprovalNotPendingError
-from tether.approvals.policies import Escalate, ExpiryPolicy, SafeAlternative
-from tether.approvals.request import APPROVAL_KIND, DECISION_KIND, ApprovalRequest, format_time
 from tether.store import Record, store_for
 
 __all__ = ["ExpiryAction", "current_policy", "expire_due", "expire_due_sync"]
@@ -113,6 +120,34 @@ def _escalation_action(request: ApprovalRequest) -> ExpiryAction:
     )
 
 
+def _expiring(graph: Any, now: datetime) -> Flow[list[ExpiryAction]]:
+    decided = {r.key for r in (yield List(DECISION_KIND))}
+    actions = []
+    for request in _due((yield List(APPROVAL_KIND)), decided, now):
+        policy = current_policy(request)
+        if isinstance(policy, Escalate):
+            escalated = _escalated(request, policy, now)
+            last = escalated.escalations[-1]
+            yield upsert_request(escalated)
+            yield audit(
+                escalated,
+                "escalated",
+                by=SYSTEM_EXPIRY,
+                to=last["to"],
+                expires_at=last["expires_at"],
+            )
+            actions.append(_escalation_action(escalated))
+            continue
+        doc = _expire_doc(request, policy, now)
+        try:
+            yield from settling(graph, request, doc)
+        except (AlreadyDecidedError, ApprovalNotPendingError) as exc:
+            actions.append(_skipped(request, exc))
+            continue
+        actions.append(_settled(request, doc))
+    return actions
+
+
 async def expire_due(
     checkpointer: BaseCheckpointSaver[Any], graph: Any, now: datetime | None = None
 ) -> list[ExpiryAction]:
@@ -127,66 +162,11 @@ async def expire_due(
     Returns:
         One :class:`ExpiryAction` per expired request.
     """
-    moment = now or datetime.now(UTC)
-    store = store_for(checkpointer)
-    decided = {r.key for r in await store.list(DECISION_KIND)}
-    actions = []
-    for request in _due(await store.list(APPROVAL_KIND), decided, moment):
-        policy = current_policy(request)
-        if isinstance(policy, Escalate):
-            escalated = _escalated(request, policy, moment)
-            value = escalated.to_dict()
-            await store.upsert(
-                APPROVAL_KIND, request.approval_id, value, thread_id=request.thread_id
-            )
-            await store.append_step(request.thread_id, _escalation_audit(escalated))
-            actions.append(_escalation_action(escalated))
-            continue
-        doc = _expire_doc(request, policy, moment)
-        try:
-            await settle(checkpointer, graph, request, doc)
-        except (AlreadyDecidedError, ApprovalNotPendingError) as exc:
-            actions.append(_skipped(request, exc))
-            continue
-        actions.append(_settled(request, doc))
-    return actions
+    return await run(_expiring(graph, now or datetime.now(UTC)), store_for(checkpointer))
 
 
 def expire_due_sync(
     checkpointer: BaseCheckpointSaver[Any], graph: Any, now: datetime | None = None
 ) -> list[ExpiryAction]:
     """Sync twin of :func:`expire_due`."""
-    moment = now or datetime.now(UTC)
-    store = store_for(checkpointer)
-    decided = {r.key for r in store.sync.list(DECISION_KIND)}
-    actions = []
-    for request in _due(store.sync.list(APPROVAL_KIND), decided, moment):
-        policy = current_policy(request)
-        if isinstance(policy, Escalate):
-            escalated = _escalated(request, policy, moment)
-            value = escalated.to_dict()
-            store.sync.upsert(
-                APPROVAL_KIND, request.approval_id, value, thread_id=request.thread_id
-            )
-            store.sync.append_step(request.thread_id, _escalation_audit(escalated))
-            actions.append(_escalation_action(escalated))
-            continue
-        doc = _expire_doc(request, policy, moment)
-        try:
-            settle_sync(checkpointer, graph, request, doc)
-        except (AlreadyDecidedError, ApprovalNotPendingError) as exc:
-            actions.append(_skipped(request, exc))
-            continue
-        actions.append(_settled(request, doc))
-    return actions
-
-
-def _escalation_audit(request: ApprovalRequest) -> dict[str, Any]:
-    last = request.escalations[-1]
-    return audit_document(
-        request,
-        "escalated",
-        by=SYSTEM_EXPIRY,
-        to=last["to"],
-        expires_at=last["expires_at"],
-    )
+    return run_sync(_expiring(graph, now or datetime.now(UTC)), store_for(checkpointer))

@@ -1,8 +1,16 @@
-"""``requires_approval``: a tool that asks a person first, when its risk policy says so.
+"""Asking a person: ``request_approval`` in a node, and ``requires_approval`` around a tool.
 
-The gated tool keeps the wrapped tool's name, description and argument schema,
-so the model sees the same tool. When ``when(args)`` holds it calls
-``request_approval`` keyed by the tool call id, then:
+:func:`request_approval` is called inside a graph node at the step itself. The
+request is stored, then a LangGraph ``interrupt`` pauses the run; no thread or
+process waits. When a decision arrives (``decide``), LangGraph re-runs the node
+and the same call returns an :class:`ApprovalOutcome`. The protocol is
+:func:`._flow.approval_flow`; the sync and async entry points only differ in
+the runner that performs its operations.
+
+:func:`requires_approval` wraps a tool so that it asks a person first, when its
+risk policy says so. The gated tool keeps the wrapped tool's name, description
+and argument schema, so the model sees the same tool. When ``when(args)`` holds
+it calls ``request_approval`` keyed by the tool call id, then:
 
 * approve: runs the tool with the approved arguments;
 * edit: runs it with the edited arguments; the result carries an ``approval``
@@ -20,25 +28,131 @@ does), so each pending approval is its own interrupt.
 from __future__ import annotations
 
 import json
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Awaitable, Callable, Mapping, Sequence
 from datetime import timedelta
 from typing import Any
 
 from langchain_core.messages import BaseMessage, ToolMessage
 from langchain_core.runnables import RunnableConfig
 from langchain_core.tools import BaseTool
+from langgraph.config import get_config
 from pydantic import BaseModel, ConfigDict
 
 from tether._tool_calls import current_tool_call_id, running_tool_call
+from tether.approvals._checks import register_args_schema
+from tether.approvals._flow import (
+    ApprovalOutcome,
+    Observations,
+    Reader,
+    approval_flow,
+    make_spec,
+    step_context,
+)
+from tether.approvals._io import Flow, run, run_sync
+from tether.approvals._policies import Alternative, Approvers, ExpiryPolicy, expiry_policy
 from tether.approvals.errors import ApprovalConfigError
-from tether.approvals.gate import arequest_approval, request_approval
-from tether.approvals.outcome import ApprovalOutcome
-from tether.approvals.policies import Approvers, ExpiryPolicy, expiry_policy
-from tether.approvals.request import Alternative
-from tether.approvals.schemas import register_args_schema
+from tether.store import RecordStore, store_for
 
-__all__ = ["ApprovalGatedTool", "requires_approval", "stopped_by_expiry"]
+__all__ = [
+    "ApprovalGatedTool",
+    "arequest_approval",
+    "request_approval",
+    "requires_approval",
+    "stopped_by_expiry",
+]
 
+
+def _start(
+    kwargs: dict[str, Any], config: RunnableConfig | None
+) -> tuple[Flow[ApprovalOutcome], RecordStore]:
+    """The validated call's protocol, and the store of the graph it runs in."""
+    spec = make_spec(**kwargs)
+    if config is None:
+        try:
+            config = get_config()
+        except RuntimeError:  # outside any runnable: step_context names the fix
+            config = {}
+    ctx = step_context(config)
+    return approval_flow(spec, ctx), store_for(ctx.checkpointer)
+
+
+def request_approval(
+    action: str,
+    args: Mapping[str, Any] | BaseModel,
+    *,
+    why: str,
+    approvers: Approvers,
+    expires_in: timedelta,
+    on_expiry: ExpiryPolicy | str,
+    affects: str = "",
+    if_denied: str = "",
+    observations: Observations | None = None,
+    depends_on: Mapping[str, Reader] | None = None,
+    alternative: Alternative | None = None,
+    args_schema: type[BaseModel] | None = None,
+    key: str | None = None,
+    config: RunnableConfig | None = None,
+) -> ApprovalOutcome:
+    """Ask a person to decide on ``action(args)``; pauses the run until they do.
+
+    Call it inside a sync node or tool. Use :func:`arequest_approval` in async code.
+
+    Args:
+        action: The action's name, e.g. ``"issue_refund"``.
+        args: The resolved arguments (hashed with SHA-256 over canonical JSON).
+        why: Why the agent wants to do it.
+        approvers: Who may decide.
+        expires_in: How long the request stays open (every request expires).
+        on_expiry: ``Escalate(...)``, ``Stop()``/``"stop"`` or
+            ``SafeAlternative()``/``"safe_alternative"``; never approve.
+        affects: What the action changes (accounts, people, money).
+        if_denied: What happens if it is rejected.
+        observations: What the agent saw, shown to the approver: a dict, or a
+            callable returning one (called again for a fresh request after a
+            stale approval).
+        depends_on: Named readers returning the current version of each record
+            the action depends on; re-read just before the action runs.
+        alternative: A safer action to take if the request expires under
+            ``SafeAlternative``.
+        args_schema: The pydantic model the arguments follow; edits are
+            validated against it.
+        key: Distinguishes several identical requests in one node.
+        config: The node's config (found automatically inside a node).
+
+    Returns:
+        The settled :class:`ApprovalOutcome`.
+
+    Raises:
+        GraphInterrupt: (LangGraph's) the run pauses until a decision.
+        ApprovalConfigError: Bad configuration (missing approvers, approve-on-timeout...).
+    """
+    flow, store = _start({k: v for k, v in locals().items() if k != "config"}, config)
+    return run_sync(flow, store)
+
+
+async def arequest_approval(
+    action: str,
+    args: Mapping[str, Any] | BaseModel,
+    *,
+    why: str,
+    approvers: Approvers,
+    expires_in: timedelta,
+    on_expiry: ExpiryPolicy | str,
+    affects: str = "",
+    if_denied: str = "",
+    observations: Observations | None = None,
+    depends_on: Mapping[str, Callable[[], Any | Awaitable[Any]]] | None = None,
+    alternative: Alternative | None = None,
+    args_schema: type[BaseModel] | None = None,
+    key: str | None = None,
+    config: RunnableConfig | None = None,
+) -> ApprovalOutcome:
+    """Async twin of :func:`request_approval`; readers and observations may be async."""
+    flow, store = _start({k: v for k, v in locals().items() if k != "config"}, config)
+    return await run(flow, store)
+
+
+# -- gating a tool -------------------------------------------------------------------------
 ArgsFn = Callable[[dict[str, Any]], Any]
 STOP_ARTIFACT = "tether_approval_stop"
 
