@@ -92,5 +92,10 @@ async def open_checkpointer(url: str, **options: Any) -> AsyncIterator[BaseCheck
             yield saver
         else:
             from tether.checkpointing.encrypted import EncryptedSaver
+            from tether.store import store_for
 
-            yield EncryptedSaver(saver, ring, searchable_metadata=searchable)
+            layer = EncryptedSaver(saver, ring, searchable_metadata=searchable)
+            # Loads (or creates) the store's keyed-hash secret, which also marks the
+            # store as encrypted for a later open without a key.
+            await store_for(layer).keyed_hash()
+            yield layer

@@ -20,7 +20,10 @@ from dataclasses import dataclass
 from typing import Any, Protocol, TypeVar
 
 from tether._loops import wait_on_loop
+from tether.checkpointing import binding
+from tether.checkpointing.encryption import ENV_KEYS, MissingKeyError
 from tether.errors import TetherError
+from tether.store.keyed import KeyedHash, load_keyed_hash
 
 __all__ = [
     "Cipher",
@@ -43,11 +46,17 @@ class RecordStoreError(TetherError):
 
 
 class Cipher(Protocol):
-    """What the encryption layer offers: authenticated encryption with associated data."""
+    """What the encryption layer offers (a :class:`~tether.checkpointing.encryption.KeyRing`).
+
+    Authenticated encryption with associated data; ``v1_aad`` is the binding an
+    envelope of format version 1 was sealed with, where it differs.
+    """
 
     def encrypt(self, plaintext: bytes, aad: bytes) -> bytes: ...
 
-    def decrypt(self, blob: bytes, aad: bytes) -> bytes: ...
+    def decrypt(
+        self, blob: bytes, aad: bytes, where: str = "", *, v1_aad: bytes | None = None
+    ) -> bytes: ...
 
 
 @dataclass(frozen=True)
@@ -141,6 +150,7 @@ class RecordStore:
     def __init__(self, driver: RecordDriver, cipher: Cipher | None = None) -> None:
         self._driver = driver
         self._cipher = cipher
+        self._keyed: KeyedHash | None = None
         self.sync = SyncRecordStore(self)
 
     @property
@@ -149,12 +159,20 @@ class RecordStore:
         return bool(getattr(self._driver, "durable", True))
 
     @property
+    def driver(self) -> RecordDriver:
+        """The backend's storage operations (key rotation rewrites through the backend)."""
+        return self._driver
+
+    @property
     def encrypted(self) -> bool:
         """Whether values are stored encrypted."""
         return self._cipher is not None
 
     # -- encoding -------------------------------------------------------------
-    def _encode(self, value: dict[str, Any], aad: str) -> str:
+    # Associated data (tether.checkpointing.binding): a record is bound to its
+    # thread, kind and key, a step to its thread and index, each under its own
+    # domain label; version-1 envelopes were bound to "|"-joined text.
+    def _encode(self, value: dict[str, Any], aad: bytes) -> str:
         if not isinstance(value, dict):
             raise RecordStoreError(f"record values must be dicts, got {type(value).__name__}")
         try:
@@ -166,37 +184,54 @@ class RecordStore:
             ) from exc
         if self._cipher is None:
             return text
-        blob = self._cipher.encrypt(text.encode(), aad.encode())
+        blob = self._cipher.encrypt(text.encode(), aad)
         return _ENCRYPTED + base64.b64encode(blob).decode("ascii")
 
-    def _decode(self, payload: str, aad: str) -> dict[str, Any]:
+    def _decode(self, payload: str, aad: bytes, v1_aad: bytes, what: str) -> dict[str, Any]:
         if payload.startswith(_ENCRYPTED):
             if self._cipher is None:
-                raise RecordStoreError(
-                    f"record {aad!r} is encrypted but the checkpointer was opened without "
-                    "encryption; open it with the same encryption key"
+                raise MissingKeyError(
+                    f"{what} is encrypted but the checkpointer was opened without a key; set "
+                    f"{ENV_KEYS} to the key ring the store was written with (or pass "
+                    "encryption=KeyRing(...))"
                 )
-            text = self._cipher.decrypt(base64.b64decode(payload[len(_ENCRYPTED) :]), aad.encode())
+            blob = base64.b64decode(payload[len(_ENCRYPTED) :])
+            text = self._cipher.decrypt(blob, aad, what, v1_aad=v1_aad)
             value: dict[str, Any] = json.loads(text)
             return value
         if self._cipher is not None and not getattr(self._cipher, "allow_plaintext", False):
             raise RecordStoreError(
-                f"record {aad!r} is stored in plaintext but encryption is on; refusing to "
+                f"{what} is stored in plaintext but encryption is on; refusing to "
                 "trust an unauthenticated value (it may have been written by hand)"
             )
         plain: dict[str, Any] = json.loads(payload)
         return plain
 
+    def _record_payload(self, value: dict[str, Any], thread: str, kind: str, key: str) -> str:
+        return self._encode(value, binding.record(thread, kind, key))
+
     def _step(self, thread: str, step: dict[str, Any]) -> StepPayload:
-        plain = self._encode(step, "")  # also refuses bad input before anything is written
+        plain = self._encode(step, b"")  # also refuses bad input before anything is written
         if self._cipher is None:
             return StepPayload(lambda index: plain, plain)
-        return StepPayload(lambda index: self._encode(step, f"{thread}|step|{index}"), None)
+        return StepPayload(lambda index: self._encode(step, binding.step(thread, index)), None)
 
     def _record(self, raw: RawRecord) -> Record:
-        aad = f"{raw.thread_id}|{raw.kind}|{raw.key}"
-        return Record(
-            raw.kind, raw.key, raw.thread_id, self._decode(raw.payload, aad), raw.created_at
+        thread, kind, key = raw.thread_id, raw.kind, raw.key
+        value = self._decode(
+            raw.payload,
+            binding.record(thread, kind, key),
+            binding.record_v1(thread, kind, key),
+            f"record {kind!r} {key!r} of thread {thread!r}",
+        )
+        return Record(kind, key, thread, value, raw.created_at)
+
+    def _step_value(self, thread: str, index: int, payload: str) -> dict[str, Any]:
+        return self._decode(
+            payload,
+            binding.step(thread, index),
+            binding.step_v1(thread, index),
+            f"step {index} of thread {thread!r}",
         )
 
     # -- loop bridging ----------------------------------------------------------
@@ -228,16 +263,18 @@ class RecordStore:
             ``True`` if this call inserted the record, ``False`` if one existed.
         """
         _check_names(kind, key)
+        thread = str(thread_id)
         raw = RawRecord(
-            kind, key, str(thread_id), self._encode(value, f"{thread_id}|{kind}|{key}"), time.time()
+            kind, key, thread, self._record_payload(value, thread, kind, key), time.time()
         )
         return await self._call(self._driver.insert(raw))
 
     async def upsert(self, kind: str, key: str, value: dict[str, Any], *, thread_id: str) -> None:
         """Store ``value`` under ``(kind, key)``, replacing any earlier value."""
         _check_names(kind, key)
+        thread = str(thread_id)
         raw = RawRecord(
-            kind, key, str(thread_id), self._encode(value, f"{thread_id}|{kind}|{key}"), time.time()
+            kind, key, thread, self._record_payload(value, thread, kind, key), time.time()
         )
         await self._call(self._driver.upsert(raw))
 
@@ -294,7 +331,7 @@ class RecordStore:
         _check_names(kind, key)
         thread = str(thread_id)
         raw = RawRecord(
-            kind, key, thread, self._encode(value, f"{thread}|{kind}|{key}"), time.time()
+            kind, key, thread, self._record_payload(value, thread, kind, key), time.time()
         )
         payload = self._step(thread, step)
         return await self._call(self._driver.put_with_step(raw, replace, payload))
@@ -310,11 +347,23 @@ class RecordStore:
         """
         thread = str(thread_id)
         rows = await self._call(self._driver.steps(thread))
-        return [(index, self._decode(payload, f"{thread}|step|{index}")) for index, payload in rows]
+        return [(index, self._step_value(thread, index, payload)) for index, payload in rows]
 
     async def delete_thread(self, thread_id: str) -> None:
         """Delete every record and step of the thread."""
         await self._call(self._driver.delete_thread(str(thread_id)))
+
+    async def keyed_hash(self) -> KeyedHash | None:
+        """The keyed hash for identifiers stored in clear, or ``None`` without encryption.
+
+        Its key is a random secret kept encrypted in this store (created on
+        first use), so it is the same on every worker and across key rotation.
+        """
+        if self._cipher is None:
+            return None
+        if self._keyed is None:
+            self._keyed = await load_keyed_hash(self)
+        return self._keyed
 
 
 class SyncRecordStore:
@@ -370,6 +419,13 @@ class SyncRecordStore:
     def delete_thread(self, thread_id: str) -> None:
         """See :meth:`RecordStore.delete_thread`."""
         self._store._run_sync(self._store.delete_thread(thread_id), "delete_thread")
+
+    def keyed_hash(self) -> KeyedHash | None:
+        """See :meth:`RecordStore.keyed_hash`."""
+        store = self._store
+        if store._cipher is None or store._keyed is not None:  # no hop to the loop
+            return store._keyed
+        return store._run_sync(store.keyed_hash(), "keyed_hash")
 
 
 def _run_inline(coro: Coroutine[Any, Any, T]) -> T:
