@@ -15,11 +15,17 @@ from typing import Any
 
 from tether.approvals.context import StepContext
 from tether.approvals.errors import ApprovalMismatchError
-from tether.approvals.hashing import args_sha256, canonical_json, to_json_value
+from tether.approvals.hashing import (
+    args_sha256,
+    canonical_json,
+    keyed_approval_id,
+    to_json_value,
+)
 from tether.approvals.outcome import ApprovalOutcome
 from tether.approvals.request import ApprovalRequest, approval_id_for, format_time
 from tether.approvals.schemas import schema_ref
 from tether.approvals.spec import ApprovalSpec
+from tether.store.keyed import KeyedHash
 
 __all__ = [
     "Audit",
@@ -89,14 +95,19 @@ def _build_request(
     observations: Any,
     versions: dict[str, Any],
     replaces: str | None,
+    keyed: KeyedHash | None,
 ) -> ApprovalRequest:
     key = spec.key or ctx.tool_call_id or f"{spec.action}:{args_sha256(spec.args)}"
+    if keyed is None:
+        approval_id = approval_id_for(ctx.thread_id, ctx.checkpoint_ns, key, revision)
+    else:
+        approval_id = keyed_approval_id(ctx.thread_id, ctx.checkpoint_ns, key, revision, keyed)
     now = datetime.now(UTC)
     observed = to_json_value(observations, what="observations")
     if not isinstance(observed, dict):
         observed = {"observations": observed}
     return ApprovalRequest(
-        approval_id=approval_id_for(ctx.thread_id, ctx.checkpoint_ns, key, revision),
+        approval_id=approval_id,
         thread_id=ctx.thread_id,
         action=spec.action,
         args=spec.args,
@@ -146,8 +157,12 @@ def _outcome(request: ApprovalRequest, decision: dict[str, Any]) -> ApprovalOutc
 Flow = Generator[Op, Any, ApprovalOutcome]
 
 
-def approval_flow(spec: ApprovalSpec, ctx: StepContext) -> Flow:
-    """Ask, wait for the stored decision, re-check staleness, and settle."""
+def approval_flow(spec: ApprovalSpec, ctx: StepContext, keyed: KeyedHash | None = None) -> Flow:
+    """Ask, wait for the stored decision, re-check staleness, and settle.
+
+    ``keyed`` (the store's keyed hash, with encryption on) makes approval ids
+    HMACs; a request an older version stored under the plain id is still found.
+    """
     revision, replaces = 0, None
     while True:
         observations = yield Observe()
@@ -159,8 +174,12 @@ def approval_flow(spec: ApprovalSpec, ctx: StepContext) -> Flow:
             observations=observations,
             versions=versions,
             replaces=replaces,
+            keyed=keyed,
         )
         record = yield Get(candidate.approval_id)
+        if record is None and keyed is not None:  # asked by an older version?
+            c = candidate
+            record = yield Get(approval_id_for(c.thread_id, c.checkpoint_ns, c.key, c.revision))
         if record is None and (yield Insert(candidate)):
             request = candidate
             yield Audit(request, "requested", {"expires_at": request.expires_at})

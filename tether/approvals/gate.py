@@ -63,10 +63,10 @@ def _context(config: RunnableConfig | None) -> StepContext:
 
 def _start(
     kwargs: dict[str, Any], config: RunnableConfig | None
-) -> tuple[ApprovalSpec, RecordStore, Flow]:
+) -> tuple[ApprovalSpec, RecordStore, StepContext]:
     spec = make_spec(**kwargs)
     ctx = _context(config)
-    return spec, store_for(ctx.checkpointer), approval_flow(spec, ctx)
+    return spec, store_for(ctx.checkpointer), ctx
 
 
 def _advance(gen: Flow, value: Any) -> tuple[Op | None, ApprovalOutcome | None]:
@@ -127,7 +127,8 @@ def request_approval(
         GraphInterrupt: (LangGraph's) the run pauses until a decision.
         ApprovalConfigError: Bad configuration (missing approvers, approve-on-timeout...).
     """
-    spec, store, gen = _start({k: v for k, v in locals().items() if k != "config"}, config)
+    spec, store, ctx = _start({k: v for k, v in locals().items() if k != "config"}, config)
+    gen = approval_flow(spec, ctx, store.sync.keyed_hash())
     op, outcome = _advance(gen, None)
     while op is not None:
         op, outcome = _advance(gen, _perform_sync(op, spec, store))
@@ -153,7 +154,8 @@ async def arequest_approval(
     config: RunnableConfig | None = None,
 ) -> ApprovalOutcome:
     """Async twin of :func:`request_approval`; readers and observations may be async."""
-    spec, store, gen = _start({k: v for k, v in locals().items() if k != "config"}, config)
+    spec, store, ctx = _start({k: v for k, v in locals().items() if k != "config"}, config)
+    gen = approval_flow(spec, ctx, await store.keyed_hash())
     op, outcome = _advance(gen, None)
     while op is not None:
         op, outcome = _advance(gen, await _perform_async(op, spec, store))
