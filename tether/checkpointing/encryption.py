@@ -80,6 +80,7 @@ _FIX = (
     f"set {ENV_KEYS}='<id>:<base64 of 32 random bytes>[,<older id>:<key>...]' "
     "(`tether keys generate` prints one)"
 )
+_TRUTHY = {"1", "true", "yes", "on"}
 
 
 class EncryptionError(TetherError):
@@ -230,10 +231,16 @@ class KeyRing:
         ``TETHER_ENCRYPTION_ALLOW_PLAINTEXT=1`` turns migration mode on.
         """
         env = os.environ if environ is None else environ
-        allow = env.get(ENV_ALLOW_PLAINTEXT, "").strip().lower() in {"1", "true", "yes", "on"}
-        spec = env.get(ENV_KEYS, "").strip()
+        allow = env.get(ENV_ALLOW_PLAINTEXT, "").strip().lower() in _TRUTHY
+        spec = env.get(ENV_KEYS)
         langgraph_key = env.get(ENV_LANGGRAPH_KEY)
-        if not spec and langgraph_key is None:
+        if spec is not None and not spec.replace(",", "").strip():
+            # Set but empty is a mistake (a secret that failed to render), never "off".
+            raise ConfigurationError(
+                f"{ENV_KEYS} is set but holds no key; " + _FIX + f", or unset {ENV_KEYS} "
+                "(and pass encryption=False) to run without encryption"
+            )
+        if spec is None and langgraph_key is None:
             if allow:
                 raise MissingKeyError(
                     f"{ENV_ALLOW_PLAINTEXT} is set but no encryption key is configured; " + _FIX
