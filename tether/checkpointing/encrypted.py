@@ -241,14 +241,9 @@ class EncryptedSaver(DelegatingSaver):
         # so a row edited without the key cannot add metadata (or match a filter).
         keys = self.clear_metadata_keys
         metadata = {k: v for k, v in stored.items() if k in keys}
-        metadata.update(
-            self._open(
-                base64.b64decode(sealed),
-                binding.metadata(thread_id, ns, cid, versions),
-                where,
-                binding.metadata_v1(thread_id, ns, cid),
-            )
-        )
+        blob = base64.b64decode(sealed)
+        v1 = binding.metadata_v1(thread_id, ns, cid) if blob[4:5] == b"\x01" else None
+        metadata.update(self._open(blob, binding.metadata(thread_id, ns, cid, versions), where, v1))
         return metadata
 
     def _open_writes(
