@@ -13,13 +13,14 @@ import json
 import pytest
 
 from tests.backends import Backend
-from tests.checkpointing.encryption_helpers import ring
+from tests.checkpointing.encryption_helpers import key, ring
 from tests.checkpointing.envelopes_v1 import (
     envelope_version,
     record_payload_v1,
     step_payload_v1,
 )
-from tether.checkpointing.encryption import MissingKeyError, TamperedCiphertextError
+from tether.checkpointing.encrypted import EncryptedSaver
+from tether.checkpointing.encryption import KeyRing, MissingKeyError, TamperedCiphertextError
 from tether.checkpointing.rotation import rotate_keys
 from tether.store import RecordStore, store_for
 from tether.store.record import RawRecord, StepPayload
@@ -92,3 +93,25 @@ async def test_an_encrypted_record_read_without_a_key_names_the_variable(
             await plain.get("model", "k")
         with pytest.raises(MissingKeyError, match="TETHER_ENCRYPTION_KEYS"):
             await plain.list("model", thread_id="t")
+
+
+class _CountingRing(KeyRing):
+    """The real ring, counting the values it seals (each one spends a nonce of the key)."""
+
+    sealed = 0
+
+    def encrypt(self, plaintext: bytes, aad: bytes) -> bytes:
+        type(self).sealed += 1
+        return super().encrypt(plaintext, aad)
+
+
+async def test_a_step_spends_exactly_one_nonce(backend: Backend) -> None:
+    """Each envelope uses up one of the key's 2^32 random nonces: none is sealed for nothing."""
+    async with backend.open(encryption=False) as plain:
+        counting = _CountingRing([("k1", key("k1"))])
+        store = store_for(EncryptedSaver(plain, counting))
+        before = _CountingRing.sealed
+        await store.append_step("t", {"kind": "tool"})
+        assert _CountingRing.sealed - before == 1
+        await store.put_with_step("tool", "k", {"v": 1}, thread_id="t", step={"kind": "tool"})
+        assert _CountingRing.sealed - before == 3  # the record and its step

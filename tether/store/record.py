@@ -173,15 +173,21 @@ class RecordStore:
     # thread, kind and key, a step to its thread and index, each under its own
     # domain label; version-1 envelopes were bound to "|"-joined text.
     def _encode(self, value: dict[str, Any], aad: bytes) -> str:
+        return self._seal(self._json(value), aad)
+
+    @staticmethod
+    def _json(value: dict[str, Any]) -> str:
         if not isinstance(value, dict):
             raise RecordStoreError(f"record values must be dicts, got {type(value).__name__}")
         try:
-            text = json.dumps(value, separators=(",", ":"), allow_nan=False)
+            return json.dumps(value, separators=(",", ":"), allow_nan=False)
         except (TypeError, ValueError) as exc:
             raise RecordStoreError(
                 f"record value is not JSON-serializable ({exc}); store only str, numbers, "
                 "bools, None, lists and dicts"
             ) from exc
+
+    def _seal(self, text: str, aad: bytes) -> str:
         if self._cipher is None:
             return text
         blob = self._cipher.encrypt(text.encode(), aad)
@@ -211,10 +217,11 @@ class RecordStore:
         return self._encode(value, binding.record(thread, kind, key))
 
     def _step(self, thread: str, step: dict[str, Any]) -> StepPayload:
-        plain = self._encode(step, b"")  # also refuses bad input before anything is written
+        text = self._json(step)  # refuses bad input before anything is written
         if self._cipher is None:
-            return StepPayload(lambda index: plain, plain)
-        return StepPayload(lambda index: self._encode(step, binding.step(thread, index)), None)
+            return StepPayload(lambda index: text, text)
+        # Sealed once the index is known (it is bound); nothing is sealed before.
+        return StepPayload(lambda index: self._seal(text, binding.step(thread, index)), None)
 
     def _record(self, raw: RawRecord) -> Record:
         thread, kind, key = raw.thread_id, raw.kind, raw.key
