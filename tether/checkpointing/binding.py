@@ -108,9 +108,9 @@ def versions(channel_versions: Mapping[str, Any]) -> bytes:
     (PostgreSQL's JSONB sorts object keys).
     """
     parts = [aad_part(str(len(channel_versions)))]
-    for name in sorted(channel_versions):
-        parts.append(name_part(name))
-        parts.append(version_part(channel_versions[name]))
+    for name, version in sorted(channel_versions.items()):
+        raw = ("" if version is None else str(version)).encode()  # version_part(), inlined
+        parts += (name_part(name), len(raw).to_bytes(4, "big"), raw)
     return b"".join(parts)
 
 

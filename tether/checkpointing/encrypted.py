@@ -39,7 +39,7 @@ from langgraph.checkpoint.base import (
 )
 
 from tether.checkpointing import binding
-from tether.checkpointing.binding import name_part, version_part
+from tether.checkpointing.binding import name_part
 from tether.checkpointing.delegating import DelegatingSaver
 from tether.checkpointing.encryption import KeyRing, PlaintextRefusedError, aad, aad_part
 from tether.errors import ConfigurationError
@@ -177,10 +177,11 @@ class EncryptedSaver(DelegatingSaver):
                 fresh.append((ch, version, v))
                 # _plain() and binding.channel(), inlined: this loop runs for every value.
                 type_, payload = dumps(v)
+                raw = ("" if version is None else str(version)).encode()
                 todo.append(
                     (
                         (heads.get(type_) or self._type_head(type_)) + payload,
-                        prefix + name_part(ch) + version_part(version),
+                        prefix + name_part(ch) + len(raw).to_bytes(4, "big") + raw,
                     )
                 )
         clear, hidden = self._split_metadata(metadata)
