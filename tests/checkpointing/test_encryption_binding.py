@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import base64
 from typing import Any
 
 import pytest
@@ -9,7 +10,8 @@ from langgraph.checkpoint.base import BaseCheckpointSaver, empty_checkpoint
 
 from tests.backends import Backend
 from tests.checkpointing.encryption_helpers import CANARY, ring, run_graph
-from tether.checkpointing.encrypted import EncryptedSaver, channel_aad
+from tests.checkpointing.raw_rows import edit_row
+from tether.checkpointing.encrypted import SEALED_METADATA_KEY, EncryptedSaver
 from tether.checkpointing.encryption import (
     EncryptionError,
     KeyRing,
@@ -105,14 +107,15 @@ async def test_write_replayed_under_another_task_is_refused(backend: Backend) ->
 async def test_tampered_ciphertext_is_refused(backend: Backend) -> None:
     async with backend.open(encryption=ring("k1")) as saver:
         assert isinstance(saver, EncryptedSaver)
-        checkpoint = empty_checkpoint()
-        version = saver.get_next_version(None, None)
-        envelope = bytearray(saver._seal(CANARY, channel_aad("t", "", "note", version)))
-        envelope[-1] ^= 0x01  # one bit of the tag
-        checkpoint["channel_values"] = {"note": bytes(envelope)}
-        checkpoint["channel_versions"] = {"note": version}
-        metadata = saver._seal_metadata("t", "", checkpoint["id"], {"source": "input"})
-        await saver.inner.aput(_config("t"), checkpoint, metadata, {"note": version})
+        stored = await _put_one(saver, "t")
+        cid = stored["configurable"]["checkpoint_id"]
+
+        def flip(checkpoint: dict[str, Any], clear: dict[str, Any]) -> None:
+            envelope = bytearray(base64.b64decode(clear[SEALED_METADATA_KEY]))
+            envelope[-1] ^= 0x01  # one bit of the tag
+            clear[SEALED_METADATA_KEY] = base64.b64encode(bytes(envelope)).decode()
+
+        await edit_row(backend, saver, "t", cid, flip)
         with pytest.raises(TamperedCiphertextError, match=r"key 'k1' failed authentication"):
             await saver.aget_tuple(_config("t"))
 

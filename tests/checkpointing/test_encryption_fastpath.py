@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import base64
 from typing import Any
 
 import pytest
@@ -9,33 +10,58 @@ from langgraph.checkpoint.base import empty_checkpoint
 
 from tests.backends import Backend
 from tests.checkpointing.encryption_helpers import CANARY, ring
-from tether.checkpointing.encrypted import (
-    SEALED_METADATA_KEY,
-    EncryptedSaver,
-    channel_aad,
-    metadata_aad,
-    write_aad,
-)
+from tether.checkpointing.encrypted import SEALED_METADATA_KEY, EncryptedSaver
 from tether.checkpointing.encryption import NONCE_BYTES, TamperedCiphertextError, aad
 from tether.checkpointing.memory import MemorySaver
+from tether.store import store_for
 
 
 def _config(thread_id: str, ns: str = "") -> Any:
     return {"configurable": {"thread_id": thread_id, "checkpoint_ns": ns}}
 
 
-def test_associated_data_is_byte_for_byte_the_documented_layout() -> None:
-    """Envelopes written before the prefix cache must still open: same bytes as aad(...)."""
-    assert aad("a", "b") + aad("c") == aad("a", "b", "c")
-    places: list[tuple[Any, str]] = [("t", ""), ("t", "child:1"), (42, "")]
-    for thread_id, ns in places:
-        t = str(thread_id)
-        version = "00002.0.5"
-        assert channel_aad(thread_id, ns, "note", version) == aad("channel", t, ns, "note", version)
-        assert channel_aad(thread_id, ns, "note", 3) == aad("channel", t, ns, "note", "3")
-        assert channel_aad(t, ns, "note", None) == aad("channel", t, ns, "note", "")
-        assert write_aad(t, ns, "c1", "task", "note") == aad("write", t, ns, "c1", "task", "note")
-        assert metadata_aad(t, ns, "c1") == aad("metadata", t, ns, "c1")
+def _part(text: str) -> bytes:
+    raw = text.encode()
+    return len(raw).to_bytes(4, "big") + raw
+
+
+def _bound(*parts: str) -> bytes:
+    return b"".join(_part(p) for p in parts)
+
+
+async def test_the_real_path_binds_the_documented_bytes() -> None:
+    """Envelopes the saver and the record store write open with the documented layout."""
+    r = ring("k1")
+    saver = EncryptedSaver(MemorySaver(), r)
+    checkpoint = empty_checkpoint()
+    checkpoint["channel_values"] = {"note": CANARY, "count": 3}
+    checkpoint["channel_versions"] = {"note": "00002.0.5", "count": "00001.0.7", "gone": "9"}
+    new = {"note": "00002.0.5", "count": "00001.0.7"}
+    stored = await saver.aput(_config("t", "ns:1"), checkpoint, {"source": "loop"}, new)
+    await saver.aput_writes(stored, [("note", "w")], "task-1")
+    cid = stored["configurable"]["checkpoint_id"]
+    raw = await saver.inner.aget_tuple(stored)
+    assert raw is not None
+    note = raw.checkpoint["channel_values"]["note"]
+    assert note[4] == 2  # envelope version
+    r.decrypt(note, _bound("channel", "t", "ns:1", "note", "00002.0.5"))
+    sealed = base64.b64decode(raw.metadata[SEALED_METADATA_KEY])  # type: ignore[literal-required]
+    versions = ("3", "count", "00001.0.7", "gone", "9", "note", "00002.0.5")  # sorted by name
+    r.decrypt(sealed, _bound("metadata", "t", "ns:1", cid, *versions))
+    with pytest.raises(TamperedCiphertextError):  # the version-1 binding no longer opens it
+        r.decrypt(sealed, _bound("metadata", "t", "ns:1", cid))
+    (_, _, write) = raw.pending_writes[0]  # type: ignore[index]
+    r.decrypt(write, _bound("write", "t", "ns:1", cid, "task-1", "note"))
+
+    store = store_for(saver)
+    await store.insert("tool", "k|1", {"v": 1}, thread_id="t")
+    await store.append_step("t", {"kind": "tool"})
+    record = await store._driver.get("tool", "k|1")
+    assert record is not None
+    sealed_record = base64.b64decode(record.payload.removeprefix("enc1:"))
+    r.decrypt(sealed_record, _bound("record", "t", "tool", "k|1"))
+    ((index, step),) = await store._driver.steps("t")
+    r.decrypt(base64.b64decode(step.removeprefix("enc1:")), _bound("step", "t", str(index)))
 
 
 def test_encrypt_many_gives_every_value_its_own_nonce_and_binding() -> None:
@@ -74,15 +100,15 @@ async def test_reused_envelopes_never_cross_threads_or_namespaces(backend: Backe
 async def test_empty_sealed_metadata_is_still_fresh_and_bound() -> None:
     """Metadata with nothing to hide is still sealed per checkpoint; moving it is refused."""
     saver = EncryptedSaver(MemorySaver(), ring("k1"))
-    first = saver._seal_metadata("t", "", "c1", {"source": "loop", "step": 1})
-    second = saver._seal_metadata("t", "", "c2", {"source": "loop", "step": 2})
-    assert first[SEALED_METADATA_KEY] != second[SEALED_METADATA_KEY]  # type: ignore[literal-required]
-    checkpoint = empty_checkpoint()
-    stored = await saver.aput(_config("t"), checkpoint, {"source": "loop", "step": 1}, {})
-    sealed = await saver.inner.aget_tuple(stored)
-    assert sealed is not None
+    first = await saver.aput(_config("t"), empty_checkpoint(), {"source": "loop", "step": 1}, {})
+    second = await saver.aput(_config("t"), empty_checkpoint(), {"source": "loop", "step": 2}, {})
+    raw = [await saver.inner.aget_tuple(c) for c in (first, second)]
+    assert raw[0] is not None
+    assert raw[1] is not None
+    sealed = [t.metadata[SEALED_METADATA_KEY] for t in raw]  # type: ignore[union-attr, literal-required]
+    assert sealed[0] != sealed[1]
     moved = empty_checkpoint()
-    await saver.inner.aput(_config("t"), moved, sealed.metadata, {})
+    await saver.inner.aput(_config("t"), moved, raw[0].metadata, {})
     with pytest.raises(TamperedCiphertextError, match="metadata"):
         await saver.aget_tuple(_config("t"))
 

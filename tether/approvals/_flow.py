@@ -46,14 +46,20 @@ from tether.approvals._storage import (
     APPROVAL_KIND,
     DECISION_KIND,
     ApprovalRequest,
-    approval_id_for,
     audit,
     format_time,
     insert_request,
     upsert_request,
 )
 from tether.approvals.errors import ApprovalConfigError, ApprovalMismatchError
-from tether.approvals.hashing import args_sha256, canonical_json, to_json_value
+from tether.approvals.hashing import (
+    approval_id_for,
+    args_sha256,
+    canonical_json,
+    keyed_approval_id,
+    to_json_value,
+)
+from tether.store.keyed import KeyedHash
 
 __all__ = [
     "ApprovalOutcome",
@@ -303,14 +309,19 @@ def _build_request(
     observations: Any,
     versions: dict[str, Any],
     replaces: str | None,
+    keyed: KeyedHash | None,
 ) -> ApprovalRequest:
     key = spec.key or ctx.tool_call_id or f"{spec.action}:{args_sha256(spec.args)}"
+    if keyed is None:
+        approval_id = approval_id_for(ctx.thread_id, ctx.checkpoint_ns, key, revision)
+    else:
+        approval_id = keyed_approval_id(ctx.thread_id, ctx.checkpoint_ns, key, revision, keyed)
     now = datetime.now(UTC)
     observed = to_json_value(observations, what="observations")
     if not isinstance(observed, dict):
         observed = {"observations": observed}
     return ApprovalRequest(
-        approval_id=approval_id_for(ctx.thread_id, ctx.checkpoint_ns, key, revision),
+        approval_id=approval_id,
         thread_id=ctx.thread_id,
         action=spec.action,
         args=spec.args,
@@ -377,8 +388,14 @@ def _stored_decision(approval_id: str) -> Flow[dict[str, Any] | None]:
     return None if found is None else found.value
 
 
-def approval_flow(spec: ApprovalSpec, ctx: StepContext) -> Flow[ApprovalOutcome]:
-    """Ask, wait for the stored decision, re-check staleness, and settle."""
+def approval_flow(
+    spec: ApprovalSpec, ctx: StepContext, keyed: KeyedHash | None = None
+) -> Flow[ApprovalOutcome]:
+    """Ask, wait for the stored decision, re-check staleness, and settle.
+
+    ``keyed`` (the store's keyed hash, with encryption on) makes approval ids
+    HMACs; a request an older version stored under the plain id is still found.
+    """
     revision, replaces = 0, None
     while True:
         observations = yield from _observed(spec)
@@ -390,8 +407,13 @@ def approval_flow(spec: ApprovalSpec, ctx: StepContext) -> Flow[ApprovalOutcome]
             observations=observations,
             versions=versions,
             replaces=replaces,
+            keyed=keyed,
         )
         record = yield Read(APPROVAL_KIND, candidate.approval_id)
+        if record is None and keyed is not None:  # asked by an older version?
+            c = candidate
+            old_id = approval_id_for(c.thread_id, c.checkpoint_ns, c.key, c.revision)
+            record = yield Read(APPROVAL_KIND, old_id)
         if record is None and (yield insert_request(candidate)):
             request = candidate
             yield audit(request, "requested", expires_at=request.expires_at)

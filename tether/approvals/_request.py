@@ -42,13 +42,15 @@ from tether._tool_calls import current_tool_call_id, running_tool_call
 from tether.approvals._checks import register_args_schema
 from tether.approvals._flow import (
     ApprovalOutcome,
+    ApprovalSpec,
     Observations,
     Reader,
+    StepContext,
     approval_flow,
     make_spec,
     step_context,
 )
-from tether.approvals._io import Flow, run, run_sync
+from tether.approvals._io import run, run_sync
 from tether.approvals._policies import Alternative, Approvers, ExpiryPolicy, expiry_policy
 from tether.approvals.errors import ApprovalConfigError
 from tether.store import RecordStore, store_for
@@ -64,8 +66,8 @@ __all__ = [
 
 def _start(
     kwargs: dict[str, Any], config: RunnableConfig | None
-) -> tuple[Flow[ApprovalOutcome], RecordStore]:
-    """The validated call's protocol, and the store of the graph it runs in."""
+) -> tuple[ApprovalSpec, StepContext, RecordStore]:
+    """The validated call, where it runs, and the store of the graph it runs in."""
     spec = make_spec(**kwargs)
     if config is None:
         try:
@@ -73,7 +75,7 @@ def _start(
         except RuntimeError:  # outside any runnable: step_context names the fix
             config = {}
     ctx = step_context(config)
-    return approval_flow(spec, ctx), store_for(ctx.checkpointer)
+    return spec, ctx, store_for(ctx.checkpointer)
 
 
 def request_approval(
@@ -126,8 +128,8 @@ def request_approval(
         GraphInterrupt: (LangGraph's) the run pauses until a decision.
         ApprovalConfigError: Bad configuration (missing approvers, approve-on-timeout...).
     """
-    flow, store = _start({k: v for k, v in locals().items() if k != "config"}, config)
-    return run_sync(flow, store)
+    spec, ctx, store = _start({k: v for k, v in locals().items() if k != "config"}, config)
+    return run_sync(approval_flow(spec, ctx, store.sync.keyed_hash()), store)
 
 
 async def arequest_approval(
@@ -148,8 +150,8 @@ async def arequest_approval(
     config: RunnableConfig | None = None,
 ) -> ApprovalOutcome:
     """Async twin of :func:`request_approval`; readers and observations may be async."""
-    flow, store = _start({k: v for k, v in locals().items() if k != "config"}, config)
-    return await run(flow, store)
+    spec, ctx, store = _start({k: v for k, v in locals().items() if k != "config"}, config)
+    return await run(approval_flow(spec, ctx, await store.keyed_hash()), store)
 
 
 # -- gating a tool -------------------------------------------------------------------------

@@ -21,7 +21,6 @@ decisions, as :class:`ApprovalView`.
 
 from __future__ import annotations
 
-import hashlib
 import os
 import socket
 import time
@@ -42,7 +41,6 @@ __all__ = [
     "PAYLOAD_TYPE",
     "ApprovalRequest",
     "ApprovalView",
-    "approval_id_for",
     "audit",
     "audit_document",
     "format_time",
@@ -69,16 +67,6 @@ def format_time(moment: datetime) -> str:
 def parse_time(text: str) -> datetime:
     """Inverse of :func:`format_time`."""
     return datetime.fromisoformat(text)
-
-
-def approval_id_for(thread_id: str, checkpoint_ns: str, key: str, revision: int) -> str:
-    """The deterministic id of a request: same step, same key, same revision -> same id.
-
-    A replayed step therefore raises the same request again, never a new one;
-    a request voided as stale is followed by revision + 1, a new id.
-    """
-    text = "\x1f".join((str(thread_id), checkpoint_ns, key, str(revision)))
-    return "apr_" + hashlib.sha256(text.encode("utf-8")).hexdigest()[:24]
 
 
 @dataclass(frozen=True)

@@ -5,13 +5,23 @@ from __future__ import annotations
 import hashlib
 import json
 import math
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from pydantic import BaseModel
 
 from tether.approvals.errors import ApprovalConfigError
+from tether.checkpointing.binding import APPROVAL_ID
 
-__all__ = ["args_sha256", "canonical_json", "to_json_value"]
+if TYPE_CHECKING:
+    from tether.store.keyed import KeyedHash
+
+__all__ = [
+    "approval_id_for",
+    "args_sha256",
+    "canonical_json",
+    "keyed_approval_id",
+    "to_json_value",
+]
 
 
 def to_json_value(value: Any, *, what: str = "value") -> Any:
@@ -63,3 +73,26 @@ def canonical_json(value: Any) -> str:
 def args_sha256(args: Any) -> str:
     """The hex SHA-256 of ``args``' canonical JSON (equal data always hash equal)."""
     return hashlib.sha256(canonical_json(args).encode("utf-8")).hexdigest()
+
+
+def approval_id_for(thread_id: str, checkpoint_ns: str, key: str, revision: int) -> str:
+    """The deterministic id of a request: same step, same key, same revision -> same id.
+
+    A replayed step therefore raises the same request again, never a new one;
+    a request voided as stale is followed by revision + 1, a new id.
+    """
+    text = "\x1f".join((str(thread_id), checkpoint_ns, key, str(revision)))
+    return "apr_" + hashlib.sha256(text.encode("utf-8")).hexdigest()[:24]
+
+
+def keyed_approval_id(
+    thread_id: str, checkpoint_ns: str, key: str, revision: int, keyed: KeyedHash
+) -> str:
+    """An approval id under the store's keyed hash (encryption on).
+
+    The key may be ``"<action>:<args sha256>"``, so a plain hash of it would let
+    anyone who sees the id test guesses of the arguments; an HMAC does not. The
+    approver still compares the plain ``args_sha256`` shown beside it.
+    """
+    digest = keyed.hexdigest(APPROVAL_ID, str(thread_id), checkpoint_ns, key, str(revision))
+    return "apr_" + digest[:24]

@@ -6,13 +6,19 @@ envelope (``bytes``) that the backend stores like any other bytes value: a blob
 row in PostgreSQL (never inline JSONB), a msgpack field in SQLite, base64 in
 RedisJSON. Values are serialized with the backend's own serde first.
 
-Associated data binds each envelope to where it lives, so a ciphertext moved to
-another thread, namespace, checkpoint, task or channel fails to decrypt:
+Associated data (:mod:`tether.checkpointing.binding`) binds each envelope to
+where it lives, so a ciphertext moved to another thread, namespace, checkpoint,
+task or channel fails to decrypt:
 
 * channel value: thread, namespace, channel, channel version (a blob is shared
   by every checkpoint that has that version, so not the checkpoint id);
 * pending write: thread, namespace, checkpoint id, task id, channel;
-* sealed metadata: thread, namespace, checkpoint id.
+* sealed metadata: thread, namespace, checkpoint id and every channel's
+  version, so the versions of one checkpoint cannot be mixed with another's.
+
+Metadata keys stored in clear outside the policy (:data:`CLEAR_METADATA_KEYS`
+and ``searchable_metadata``) are dropped on read: nobody without the key can
+add metadata beside the sealed blob.
 """
 
 from __future__ import annotations
@@ -20,7 +26,6 @@ from __future__ import annotations
 import base64
 from binascii import b2a_base64
 from collections.abc import AsyncIterator, Iterable, Sequence
-from functools import lru_cache
 from typing import Any
 
 from langchain_core.runnables import RunnableConfig
@@ -33,18 +38,13 @@ from langgraph.checkpoint.base import (
     get_checkpoint_metadata,
 )
 
+from tether.checkpointing import binding
+from tether.checkpointing.binding import name_part
 from tether.checkpointing.delegating import DelegatingSaver
 from tether.checkpointing.encryption import KeyRing, PlaintextRefusedError, aad, aad_part
 from tether.errors import ConfigurationError
 
-__all__ = [
-    "CLEAR_METADATA_KEYS",
-    "SEALED_METADATA_KEY",
-    "EncryptedSaver",
-    "channel_aad",
-    "metadata_aad",
-    "write_aad",
-]
+__all__ = ["CLEAR_METADATA_KEYS", "SEALED_METADATA_KEY", "EncryptedSaver"]
 
 SEALED_METADATA_KEY = "__tether_sealed__"
 """The metadata key holding the encrypted remainder of a checkpoint's metadata."""
@@ -52,32 +52,6 @@ CLEAR_METADATA_KEYS = frozenset({"source", "step", "parents", "run_id"})
 """Metadata LangGraph and the backends filter or delete on; stored in clear."""
 _RECENT_THREADS = 256  # threads whose last envelopes are kept for reuse
 _ID_KEYS = ("thread_id", "checkpoint_ns", "checkpoint_id", "run_id")
-
-
-@lru_cache(maxsize=1024)
-def _scope(kind: str, thread_id: str, ns: str) -> bytes:
-    """The associated-data prefix shared by every record of one kind in one namespace."""
-    return aad(kind, thread_id, ns)
-
-
-def channel_aad(thread_id: str, ns: str, channel: str, version: Any) -> bytes:
-    """Associated data of a channel value at one channel version."""
-    return _scope("channel", str(thread_id), ns) + _channel_part(channel, version)
-
-
-def _channel_part(channel: str, version: Any) -> bytes:
-    return _name_part(channel) + aad_part("" if version is None else str(version))
-
-
-def write_aad(thread_id: str, ns: str, checkpoint_id: str, task_id: str, channel: str) -> bytes:
-    """Associated data of a pending write."""
-    scope = _scope("write", str(thread_id), ns)
-    return scope + aad_part(checkpoint_id) + aad_part(task_id) + aad_part(channel)
-
-
-def metadata_aad(thread_id: str, ns: str, checkpoint_id: str) -> bytes:
-    """Associated data of a checkpoint's sealed metadata."""
-    return _scope("metadata", str(thread_id), ns) + aad_part(checkpoint_id)
 
 
 def _where(thread_id: str, ns: str, **parts: str) -> str:
@@ -94,18 +68,15 @@ def _plaintext_refused(where: str) -> PlaintextRefusedError:
     )
 
 
-_name_part = lru_cache(maxsize=4096)(aad_part)  # channel names recur at every step
-
-
 class _Scope:
     """One thread and namespace: its associated-data prefixes and last envelopes."""
 
     __slots__ = ("channel", "last", "metadata", "write")
 
     def __init__(self, thread_id: str, ns: str) -> None:
-        self.channel = _scope("channel", thread_id, ns)
-        self.write = _scope("write", thread_id, ns)
-        self.metadata = _scope("metadata", thread_id, ns)
+        self.channel = binding.scope(binding.CHANNEL, thread_id, ns)
+        self.write = binding.scope(binding.WRITE, thread_id, ns)
+        self.metadata = binding.scope(binding.METADATA, thread_id, ns)
         # channel -> (version, value object, envelope) of the last checkpoint written
         self.last: dict[str, tuple[Any, Any, bytes]] = {}
 
@@ -161,15 +132,12 @@ class EncryptedSaver(DelegatingSaver):
             self._type_heads[type_] = head
         return head
 
-    def _seal(self, value: Any, data: bytes) -> bytes:
-        return self.encryption.encrypt(self._plain(value), data)
-
-    def _open(self, value: Any, data: bytes, where: str) -> Any:
+    def _open(self, value: Any, data: bytes, where: str, v1_data: bytes | None = None) -> Any:
         if not self.encryption.is_envelope(value):
             if self.encryption.allow_plaintext:
                 return value
             raise _plaintext_refused(where)
-        plain = self.encryption.decrypt(value, data, where)
+        plain = self.encryption.decrypt(value, data, where, v1_aad=v1_data)
         end = 1 + plain[0]
         return self.serde.loads_typed((plain[1:end].decode(), plain[end:]))
 
@@ -207,17 +175,18 @@ class EncryptedSaver(DelegatingSaver):
                 current[ch] = cached
             else:
                 fresh.append((ch, version, v))
-                # _plain() and channel_aad(), inlined: this loop runs for every value.
+                # _plain() and binding.channel(), inlined: this loop runs for every value.
                 type_, payload = dumps(v)
                 raw = ("" if version is None else str(version)).encode()
                 todo.append(
                     (
                         (heads.get(type_) or self._type_head(type_)) + payload,
-                        prefix + _name_part(ch) + len(raw).to_bytes(4, "big") + raw,
+                        prefix + name_part(ch) + len(raw).to_bytes(4, "big") + raw,
                     )
                 )
         clear, hidden = self._split_metadata(metadata)
-        todo.append((hidden, scope.metadata + aad_part(checkpoint["id"])))
+        bound = scope.metadata + aad_part(checkpoint["id"]) + binding.versions(versions)
+        todo.append((hidden, bound))
         envelopes = self.encryption.encrypt_many(todo)
         for (ch, version, v), envelope in zip(fresh, envelopes, strict=False):  # + metadata's
             values[ch] = envelope
@@ -238,14 +207,6 @@ class EncryptedSaver(DelegatingSaver):
             return clear, self._no_hidden
         return clear, self._plain({k: v for k, v in metadata.items() if k not in keys})
 
-    def _seal_metadata(
-        self, thread_id: str, ns: str, checkpoint_id: str, metadata: CheckpointMetadata
-    ) -> CheckpointMetadata:
-        clear, hidden = self._split_metadata(metadata)
-        blob = self.encryption.encrypt(hidden, metadata_aad(thread_id, ns, checkpoint_id))
-        clear[SEALED_METADATA_KEY] = base64.b64encode(blob).decode()
-        return clear  # type: ignore[return-value]
-
     def _open_tuple(self, tup: CheckpointTuple) -> CheckpointTuple:
         conf = tup.config["configurable"]
         thread_id, ns, cid = conf["thread_id"], conf.get("checkpoint_ns", ""), conf["checkpoint_id"]
@@ -254,39 +215,55 @@ class EncryptedSaver(DelegatingSaver):
         checkpoint["channel_values"] = {
             ch: self._open(
                 v,
-                channel_aad(thread_id, ns, ch, versions.get(ch)),
+                binding.channel(thread_id, ns, ch, versions.get(ch)),
                 _where(thread_id, ns, channel=ch),
             )
             for ch, v in tup.checkpoint["channel_values"].items()
         }
-        metadata: dict[str, Any] = dict(tup.metadata)
-        sealed = metadata.pop(SEALED_METADATA_KEY, None)
+        return CheckpointTuple(
+            tup.config,
+            checkpoint,
+            self._open_metadata(tup.metadata, thread_id, ns, cid, versions),  # type: ignore[arg-type]
+            tup.parent_config,
+            self._open_writes(tup.pending_writes, thread_id, ns, cid),
+        )
+
+    def _open_metadata(
+        self, stored: CheckpointMetadata, thread_id: str, ns: str, cid: str, versions: Any
+    ) -> dict[str, Any]:
+        """The clear keys the policy allows, plus the sealed rest (bound to ``versions``)."""
+        sealed = stored.get(SEALED_METADATA_KEY)
         where = _where(thread_id, ns, checkpoint=cid, part="metadata")
-        if isinstance(sealed, str):
-            metadata.update(
-                self._open(base64.b64decode(sealed), metadata_aad(thread_id, ns, cid), where)
-            )
-        elif not self.encryption.allow_plaintext:
-            raise _plaintext_refused(where)
-        writes = [
+        if not isinstance(sealed, str):
+            if not self.encryption.allow_plaintext:
+                raise _plaintext_refused(where)
+            return dict(stored)  # written in clear before encryption was on: all of it
+        # Clear keys outside the policy were not written by this layer: drop them,
+        # so a row edited without the key cannot add metadata (or match a filter).
+        keys = self.clear_metadata_keys
+        metadata = {k: v for k, v in stored.items() if k in keys}
+        blob = base64.b64decode(sealed)
+        v1 = binding.metadata_v1(thread_id, ns, cid) if blob[4:5] == b"\x01" else None
+        metadata.update(self._open(blob, binding.metadata(thread_id, ns, cid, versions), where, v1))
+        return metadata
+
+    def _open_writes(
+        self, writes: list[tuple[str, str, Any]] | None, thread_id: str, ns: str, cid: str
+    ) -> list[tuple[str, str, Any]] | None:
+        if writes is None:
+            return None
+        return [
             (
                 task_id,
                 ch,
                 self._open(
                     v,
-                    write_aad(thread_id, ns, cid, task_id, ch),
+                    binding.write(thread_id, ns, cid, task_id, ch),
                     _where(thread_id, ns, checkpoint=cid, task=task_id, channel=ch),
                 ),
             )
-            for task_id, ch, v in tup.pending_writes or []
+            for task_id, ch, v in writes
         ]
-        return CheckpointTuple(
-            tup.config,
-            checkpoint,
-            metadata,  # type: ignore[arg-type]
-            tup.parent_config,
-            writes if tup.pending_writes is not None else None,
-        )
 
     async def aget_tuple(self, config: RunnableConfig) -> CheckpointTuple | None:
         tup = await self.inner.aget_tuple(config)
@@ -356,7 +333,7 @@ class EncryptedSaver(DelegatingSaver):
         scope = self._scopes.get((thread_id, ns)) or self._scope(thread_id, ns)
         prefix = scope.write + aad(cid, task_id)
         envelopes = self.encryption.encrypt_many(
-            [(plain(v), prefix + _name_part(ch)) for ch, v in writes]
+            [(plain(v), prefix + name_part(ch)) for ch, v in writes]
         )
         sealed = [(ch, envelopes[i]) for i, (ch, _) in enumerate(writes)]
         await self.inner.aput_writes(config, sealed, task_id, task_path)

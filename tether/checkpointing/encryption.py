@@ -12,18 +12,23 @@ Stable bytes API (other tether packages encrypt their own records with it)::
 * ``decrypt(blob, aad, where="") -> bytes`` opens a blob written under any key
   in the ring; ``aad`` must equal the one given to ``encrypt``. ``where`` only
   names the record in error messages.
-* ``is_envelope(blob)``, ``key_id_of(blob)`` and ``rewrap(blob, aad)`` (re-seal
-  under the active key, ``None`` when already current) support rotation.
+* ``is_envelope(blob)``, ``key_id_of(blob)``, ``envelope_version(blob)`` and
+  ``rewrap(blob, aad)`` (re-seal under the active key and the current version,
+  ``None`` when already current) support rotation.
 * :func:`aad` builds unambiguous associated data from text parts
-  (:func:`aad_part` is one part, for extending a prefix built once).
+  (:func:`aad_part` is one part, for extending a prefix built once); what each
+  kind of value is bound to is in :mod:`tether.checkpointing.binding`.
 
-Envelope layout (version 1)::
+Envelope layout (version 2)::
 
-    b"TENC" | 0x01 | len(key_id) | key_id | key check value (4) | nonce (12) | ciphertext+tag
+    b"TENC" | 0x02 | len(key_id) | key_id | key check value (4) | nonce (12) | ciphertext+tag
 
 The header (everything before the nonce) is authenticated too. The key check
 value (the first 4 bytes of SHA-256 over a label and the key) tells a wrong key
 apart from tampered data; it reveals nothing useful about a 256-bit key.
+Version 1 has the same layout; its envelopes were bound to other associated
+data for some kinds of value (see :mod:`tether.checkpointing.binding`), so
+``decrypt`` takes that data as ``v1_aad`` where it differs.
 """
 
 from __future__ import annotations
@@ -65,7 +70,8 @@ LANGGRAPH_KEY_ID = "langgraph"
 """The key id a ``LANGGRAPH_AES_KEY`` gets in the ring."""
 
 MAGIC = b"TENC"
-VERSION = 1
+VERSION = 2
+_READABLE = frozenset({1, VERSION})
 KEY_BYTES = 32
 NONCE_BYTES = 12
 _KCV_BYTES = 4
@@ -74,6 +80,7 @@ _FIX = (
     f"set {ENV_KEYS}='<id>:<base64 of 32 random bytes>[,<older id>:<key>...]' "
     "(`tether keys generate` prints one)"
 )
+_TRUTHY = {"1", "true", "yes", "on"}
 
 
 class EncryptionError(TetherError):
@@ -224,10 +231,16 @@ class KeyRing:
         ``TETHER_ENCRYPTION_ALLOW_PLAINTEXT=1`` turns migration mode on.
         """
         env = os.environ if environ is None else environ
-        allow = env.get(ENV_ALLOW_PLAINTEXT, "").strip().lower() in {"1", "true", "yes", "on"}
-        spec = env.get(ENV_KEYS, "").strip()
+        allow = env.get(ENV_ALLOW_PLAINTEXT, "").strip().lower() in _TRUTHY
+        spec = env.get(ENV_KEYS)
         langgraph_key = env.get(ENV_LANGGRAPH_KEY)
-        if not spec and langgraph_key is None:
+        if spec is not None and not spec.replace(",", "").strip():
+            # Set but empty is a mistake (a secret that failed to render), never "off".
+            raise ConfigurationError(
+                f"{ENV_KEYS} is set but holds no key; " + _FIX + f", or unset {ENV_KEYS} "
+                "(and pass encryption=False) to run without encryption"
+            )
+        if spec is None and langgraph_key is None:
             if allow:
                 raise MissingKeyError(
                     f"{ENV_ALLOW_PLAINTEXT} is set but no encryption key is configured; " + _FIX
@@ -276,13 +289,17 @@ class KeyRing:
             for nonce in [nonces[at : at + NONCE_BYTES]]
         ]
 
-    def decrypt(self, blob: bytes, aad: bytes, where: str = "") -> bytes:
+    def decrypt(
+        self, blob: bytes, aad: bytes, where: str = "", *, v1_aad: bytes | None = None
+    ) -> bytes:
         """Open ``blob``; raises an :class:`EncryptionError` subclass, never returns garbage.
 
         Args:
             blob: An envelope made by :meth:`encrypt` with a key in this ring.
             aad: The associated data it was sealed with.
             where: Names the record in error messages (e.g. thread and channel).
+            v1_aad: The associated data a version-1 envelope of this value was
+                sealed with, where it differs from ``aad``.
         """
         place = f" ({where})" if where else ""
         key_id, kcv, body_at = self._parse(blob, place)
@@ -297,14 +314,16 @@ class KeyRing:
                 f"value{place} was encrypted with a different key than the one the ring holds "
                 f"under id {key_id!r}; restore the original key material for {key_id!r}"
             )
+        if v1_aad is not None and blob[4] == 1:
+            aad = v1_aad
         nonce = blob[body_at : body_at + NONCE_BYTES]
         try:
             return key.aead.decrypt(nonce, blob[body_at + NONCE_BYTES :], blob[:body_at] + aad)
         except InvalidTag:
             raise TamperedCiphertextError(
                 f"value{place} under key {key_id!r} failed authentication: it was modified, or "
-                "copied from another thread, checkpoint or channel (ciphertexts are bound to "
-                "where they were written); refusing to use it"
+                "copied from another thread, checkpoint, channel or record (ciphertexts are "
+                "bound to where they were written); refusing to use it"
             ) from None
 
     def is_envelope(self, value: object) -> bool:
@@ -315,19 +334,31 @@ class KeyRing:
         """The key id an envelope names in its header."""
         return self._parse(blob, "")[0]
 
-    def rewrap(self, blob: bytes, aad: bytes, where: str = "") -> bytes | None:
-        """Re-seal ``blob`` under the active key; ``None`` if it already uses it."""
-        if self.key_id_of(blob) == self.active_key_id:
+    def envelope_version(self, blob: bytes) -> int:
+        """The format version an envelope names in its header."""
+        self._parse(blob, "")
+        return blob[4]
+
+    def rewrap(
+        self, blob: bytes, aad: bytes, where: str = "", *, v1_aad: bytes | None = None
+    ) -> bytes | None:
+        """Re-seal ``blob`` under the active key and the current envelope version.
+
+        Returns ``None`` if it already uses both. ``aad`` and ``v1_aad`` are as
+        for :meth:`decrypt`; the new envelope is bound to ``aad``.
+        """
+        if self.key_id_of(blob) == self.active_key_id and blob[4] == VERSION:
             return None
-        return self.encrypt(self.decrypt(blob, aad, where), aad)
+        return self.encrypt(self.decrypt(blob, aad, where, v1_aad=v1_aad), aad)
 
     def _parse(self, blob: bytes, place: str) -> tuple[str, bytes, int]:
         if not self.is_envelope(blob) or len(blob) < 6:
             raise TamperedCiphertextError(f"value{place} is not a tether ciphertext")
-        if blob[4] != VERSION:
+        if blob[4] not in _READABLE:
             raise TamperedCiphertextError(
-                f"value{place} has envelope version {blob[4]}; this tether reads version "
-                f"{VERSION} (upgrade tether, or the value was modified)"
+                f"value{place} has envelope version {blob[4]}; this tether reads versions "
+                f"{', '.join(map(str, sorted(_READABLE)))} (upgrade tether, or the value was "
+                "modified)"
             )
         id_len = blob[5]
         key_at = 6 + id_len

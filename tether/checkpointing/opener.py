@@ -9,8 +9,8 @@ from typing import Any, Protocol
 
 from langgraph.checkpoint.base import BaseCheckpointSaver
 
-from tether.checkpointing.encryption import KeyRing, MissingKeyError
-from tether.checkpointing.url import CheckpointerURL, parse_url
+from tether.checkpointing.encryption import ENV_KEYS, KeyRing, MissingKeyError
+from tether.checkpointing.url import CheckpointerURL, parse_url, redact
 from tether.errors import ConfigurationError
 
 __all__ = ["open_checkpointer"]
@@ -50,6 +50,26 @@ def _key_ring(encryption: KeyRing | bool | None) -> KeyRing | None:
     )
 
 
+async def _refuse_sealed_store(saver: BaseCheckpointSaver[Any], url: str) -> None:
+    """Fail closed when a store opened without a key holds envelopes.
+
+    Without this, envelopes would come back as raw bytes and new state would be
+    written in clear beside them.
+    """
+    from tether.checkpointing._rotators import rotator_for
+    from tether.store import store_for  # the store package builds on this one
+
+    rotator = rotator_for(saver, store_for(saver).driver)
+    found = None if rotator is None else await rotator.sealed()
+    if found is not None:
+        raise MissingKeyError(
+            f"the checkpointer at {redact(url)} holds encrypted data ({found} is encrypted) "
+            f"but no encryption key is configured: set {ENV_KEYS}='<id>:<key>[,...]' to the "
+            "key ring it was written with (or pass encryption=KeyRing(...)); it is not "
+            "opened unencrypted, so nothing is read as raw ciphertext or written in clear"
+        )
+
+
 @asynccontextmanager
 async def open_checkpointer(url: str, **options: Any) -> AsyncIterator[BaseCheckpointSaver[Any]]:
     """Open the checkpointer ``url`` names, run its ``setup()``, and close it on exit.
@@ -74,7 +94,10 @@ async def open_checkpointer(url: str, **options: Any) -> AsyncIterator[BaseCheck
         when encryption is on.
 
     Raises:
-        ConfigurationError: The URL or an option is malformed or unknown.
+        ConfigurationError: The URL or an option is malformed or unknown, or
+            ``TETHER_ENCRYPTION_KEYS`` is set but empty.
+        MissingKeyError: Encryption is off but the store holds encrypted data
+            (it is never opened unencrypted).
         MissingDependencyError: The backend's extra is not installed.
         BackendUnavailableError: The server cannot be reached or lacks a module.
     """
@@ -89,8 +112,14 @@ async def open_checkpointer(url: str, **options: Any) -> AsyncIterator[BaseCheck
     opener = _backend_opener(parsed.backend)
     async with opener(parsed, **options) as saver:
         if ring is None:
+            await _refuse_sealed_store(saver, url)
             yield saver
         else:
             from tether.checkpointing.encrypted import EncryptedSaver
+            from tether.store import store_for
 
-            yield EncryptedSaver(saver, ring, searchable_metadata=searchable)
+            layer = EncryptedSaver(saver, ring, searchable_metadata=searchable)
+            # Loads (or creates) the store's keyed-hash secret, which also marks the
+            # store as encrypted for a later open without a key.
+            await store_for(layer).keyed_hash()
+            yield layer

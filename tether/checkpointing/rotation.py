@@ -1,5 +1,9 @@
 """Key rotation: re-seal every stored envelope under the key ring's active key.
 
+Every envelope tether writes is covered: checkpoint channel values, pending
+writes and sealed metadata, the record store (recorded model calls, tool
+intents, approvals, budgets, the store's keyed-hash secret) and the step log.
+
 Rotation rewrites the stored bytes in place, per backend, instead of reading
 through the saver and writing back with ``aput``/``aput_writes``: upstream
 upserts keep the existing row for channel blobs (PostgreSQL ``ON CONFLICT DO
@@ -7,14 +11,19 @@ NOTHING``) and ordinary writes (PostgreSQL, SQLite ``INSERT OR IGNORE``), so a
 second ``aput`` would not replace anything. The associated data of an envelope
 does not change when its key does, so each envelope is opened with its old key
 and sealed with the active one, and the value itself is never deserialized.
+Envelopes of format version 1 are re-sealed in the current format (and its
+binding) even when they already use the active key.
 
 Safety:
 
-* each thread is rewritten in one transaction (PostgreSQL, SQLite) or one
-  ``MULTI`` block (Redis), so a thread is either fully old or fully new, and an
-  old ciphertext is only ever replaced by a verified new one;
-* an envelope already under the active key is skipped, so a rotation that was
-  interrupted is finished by running it again;
+* on PostgreSQL and SQLite each thread is rewritten in one transaction that
+  holds its rows, so a thread is either fully old or fully new, and a worker
+  writing to it meanwhile waits and then writes over the rotated value;
+* on Redis each value is replaced by compare-and-set, so a worker's update (or
+  deletion) made during the rotation is never undone;
+* an old ciphertext is only ever replaced by a verified new one, and an
+  envelope already current is skipped, so a rotation that was interrupted is
+  finished by running it again;
 * values stored in clear are counted, never touched (see ``docs/encryption.md``).
 """
 
@@ -26,7 +35,7 @@ from typing import Any
 
 from langgraph.checkpoint.base import BaseCheckpointSaver
 
-from tether.checkpointing._rotators import ThreadPass, rotator_for
+from tether.checkpointing._rotators import Counts, ThreadPass, rotator_for
 from tether.checkpointing.delegating import DelegatingSaver, innermost
 from tether.checkpointing.encrypted import EncryptedSaver
 from tether.errors import ConfigurationError
@@ -39,12 +48,15 @@ class RotationReport:
     """What a rotation did so far.
 
     Attributes:
-        threads_total: Threads found in the store.
+        threads_total: Threads found in the store (of checkpoints, records or steps).
         threads_done: Threads fully rewritten.
-        rewrapped: Envelopes re-sealed under the active key.
+        rewrapped: Envelopes re-sealed under the active key, of every kind.
         current: Envelopes that already used the active key.
         plaintext: Values found stored in clear (left as they are).
+        records: Of ``rewrapped``, records of the record store.
+        steps: Of ``rewrapped``, entries of step logs.
         thread_id: The thread just finished.
+        active_key_id: The key everything is now sealed under.
     """
 
     threads_total: int = 0
@@ -52,8 +64,17 @@ class RotationReport:
     rewrapped: int = 0
     current: int = 0
     plaintext: int = 0
+    records: int = 0
+    steps: int = 0
     thread_id: str = ""
     active_key_id: str = ""
+
+    def _add(self, counts: Counts) -> None:
+        self.rewrapped += counts.rewrapped
+        self.current += counts.current
+        self.plaintext += counts.plaintext
+        self.records += counts.records
+        self.steps += counts.steps
 
 
 def encrypted_layer(saver: BaseCheckpointSaver[Any]) -> EncryptedSaver:
@@ -79,7 +100,7 @@ async def rotate_keys(
     *,
     progress: Callable[[RotationReport], None] | None = None,
 ) -> RotationReport:
-    """Re-seal every checkpoint value, write and metadata under the active key.
+    """Re-seal every checkpoint value, write, metadata, record and step under the active key.
 
     Args:
         saver: A checkpointer from ``open_checkpointer(..., encryption=ring)``
@@ -94,18 +115,30 @@ async def rotate_keys(
         EncryptionError: An envelope cannot be opened (its key is not in the
             ring, or it was tampered with); threads finished before stay done.
     """
+    from tether.store import store_for  # the store package builds on this one
+    from tether.store.keyed import SECRET_THREAD
+
     layer = encrypted_layer(saver)
     backend = innermost(layer)
-    rotator = rotator_for(backend)
+    try:
+        records = store_for(layer).driver
+    except ConfigurationError:
+        records = None
+    rotator = rotator_for(backend, records) if records is not None else None
     if rotator is None:
         raise ConfigurationError(f"key rotation does not support {type(backend).__name__}")
     report = RotationReport(active_key_id=layer.encryption.active_key_id)
     threads = await rotator.threads()
+    if SECRET_THREAD in threads:  # the store's own records (its keyed-hash secret), first
+        threads.remove(SECRET_THREAD)
+        one = ThreadPass(layer.encryption, SECRET_THREAD)
+        await rotator.rewrite(one)
+        report._add(one.counts)
     report.threads_total = len(threads)
     for thread_id in threads:
-        one = ThreadPass(layer.encryption, report, thread_id)
+        one = ThreadPass(layer.encryption, thread_id)
         await rotator.rewrite(one)
-        report.rewrapped += one.rewrapped
+        report._add(one.counts)
         report.threads_done += 1
         report.thread_id = thread_id
         if progress is not None:

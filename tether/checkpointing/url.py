@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 from pathlib import Path
 from urllib.parse import urlsplit
@@ -48,13 +49,33 @@ class CheckpointerURL:
         return self.path
 
 
+# Query parameters whose value is a secret (libpq's password and sslpassword,
+# redis-py's password, tokens and keys of other drivers), matched case-insensitively.
+_SECRET_PARAM = re.compile(
+    r"(?i)([?&;](?:[^=&;#]*(?:pass(?:word|wd)?|pwd|secret|token|api[_-]?key|credential|auth)"
+    r"[^=&;#]*)=)[^&;#]*"
+)
+
+
+_AUTHORITY = re.compile(r"([A-Za-z][A-Za-z0-9+.-]*://)([^/?#]*)")
+
+
 def redact(url: str) -> str:
-    """The URL with any password replaced by ``***``, for error messages."""
-    parts = urlsplit(url)
-    if parts.password:
-        netloc = parts.netloc.replace(f":{parts.password}@", ":***@")
-        return parts._replace(netloc=netloc).geturl()
-    return url
+    """The URL with every secret replaced by ``***``, for error messages.
+
+    Hides the password in the user part (``user:***@host``) and the value of
+    every query parameter named like a secret (``?password=***``,
+    ``sslpassword``, ``token``, ``api_key``, ...).
+    """
+    # String surgery rather than urlsplit(...).geturl(), which rewrites what it
+    # does not understand (postgresql:///db loses a slash).
+    authority = _AUTHORITY.match(url)
+    if authority:
+        userinfo, at, host = authority.group(2).rpartition("@")
+        if at and ":" in userinfo:
+            user = userinfo.partition(":")[0]
+            url = f"{authority.group(1)}{user}:***@{host}{url[authority.end() :]}"
+    return _SECRET_PARAM.sub(r"\1***", url)
 
 
 def parse_url(url: str) -> CheckpointerURL:

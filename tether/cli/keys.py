@@ -27,10 +27,15 @@ def register(subparsers: Any) -> None:
 
     rotate = commands.add_parser(
         "rotate",
-        help="re-encrypt every stored checkpoint and write under the active (first) key",
+        help=(
+            "re-encrypt every stored checkpoint, write, record and step under the active "
+            "(first) key"
+        ),
         description=(
             f"Reads the key ring from {ENV_KEYS} (new key first, old keys after it) and "
-            "re-encrypts every value not yet under the new key. Safe to interrupt and rerun."
+            "re-encrypts every value not yet under the new key: checkpoints, pending writes, "
+            "records and step logs. Safe to interrupt and rerun, and to run while workers "
+            "are live (restart them with the new ring first)."
         ),
     )
     rotate.add_argument("--url", required=True, help="the checkpointer URL")
@@ -70,7 +75,8 @@ def _rotate(args: argparse.Namespace) -> int:
     report = asyncio.run(run())
     print(
         f"rotated {report.threads_done} thread(s) to key {report.active_key_id!r}: "
-        f"{report.rewrapped} value(s) re-encrypted, {report.current} already current"
+        f"{report.rewrapped} value(s) re-encrypted ({report.records} record(s), "
+        f"{report.steps} step(s)), {report.current} already current"
         + (
             f", {report.plaintext} stored in clear (not encrypted by rotation; "
             "see docs/encryption.md, migration)"

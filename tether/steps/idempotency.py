@@ -6,11 +6,24 @@ import hashlib
 import json
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
 from pydantic import BaseModel, create_model
 
-__all__ = ["KEY_PARAM", "Reconcile", "ReconcileResult", "hide_key", "idempotency_key"]
+from tether.checkpointing.binding import IDEMPOTENCY_KEY, TOOL_ARGS
+from tether.checkpointing.encryption import aad
+
+if TYPE_CHECKING:
+    from tether.store.keyed import KeyedHash
+
+__all__ = [
+    "KEY_PARAM",
+    "Reconcile",
+    "ReconcileResult",
+    "args_digest",
+    "hide_key",
+    "idempotency_key",
+]
 
 KEY_PARAM = "idempotency_key"
 
@@ -53,10 +66,37 @@ Reconcile = Callable[
 ]
 
 
-def idempotency_key(tenant: str, thread_id: str, step: str, tool: str, args_hash: str) -> str:
-    """The key a tool gets: the same for the same (tenant, thread, step, tool, args)."""
-    digest = hashlib.sha256("|".join((tenant, thread_id, step, tool, args_hash)).encode())
-    return "tether-" + digest.hexdigest()[:40]
+def idempotency_key(
+    tenant: str,
+    thread_id: str,
+    step: str,
+    tool: str,
+    args_hash: str,
+    *,
+    keyed: KeyedHash | None = None,
+) -> str:
+    """The key a tool gets: the same for the same (tenant, thread, step, tool, args).
+
+    Different tuples always get different keys. With ``keyed`` (encryption on) it
+    is an HMAC, so nobody who sees the key can test guesses of the arguments.
+    Otherwise it is a SHA-256 of the parts joined with ``"|"`` where that text is
+    unambiguous (no ``"|"`` or NUL in tenant, thread, tool or args hash: the step
+    is then the middle), which keeps the keys earlier versions handed to outside
+    systems; else of their length-prefixed encoding, which never equals such text.
+    """
+    parts = (tenant, thread_id, step, tool, args_hash)
+    if keyed is not None:
+        return "tether-" + keyed.hexdigest(IDEMPOTENCY_KEY, *parts)[:40]
+    if any("|" in p or "\0" in p for p in (tenant, thread_id, tool, args_hash)):
+        text = aad(IDEMPOTENCY_KEY, *parts)  # starts with a NUL byte, unlike joined text
+    else:
+        text = "|".join(parts).encode()
+    return "tether-" + hashlib.sha256(text).hexdigest()[:40]
+
+
+def args_digest(args_hash: str, keyed: KeyedHash | None) -> str:
+    """What a record key shows of a call's arguments: their hash, keyed when encrypting."""
+    return args_hash if keyed is None else keyed.hexdigest(TOOL_ARGS, args_hash)
 
 
 def hide_key(schema: Any) -> Any:

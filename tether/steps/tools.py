@@ -49,6 +49,7 @@ from tether.steps.idempotency import (
     KEY_PARAM,
     Reconcile,
     ReconcileResult,
+    args_digest,
     hide_key,
     idempotency_key,
 )
@@ -57,6 +58,7 @@ from tether.steps.log import step_document
 from tether.steps.parent import wait_for_parent_checkpoint
 from tether.steps.scope import NodeScope, node_scope, worker_id
 from tether.steps.versions import ensure_pins
+from tether.store.keyed import KeyedHash
 
 __all__ = ["DurableTool", "ReconcileResult", "durable_tool", "idempotency_key"]
 
@@ -99,22 +101,35 @@ class DurableTool(BaseTool):
             return await super().ainvoke(input, config, **kwargs)
 
     # -- the protocol (one async implementation) ----------------------------------
-    def _call(self, scope: NodeScope, args: dict[str, Any]) -> _Call:
+    def _calls(
+        self,
+        scope: NodeScope,
+        args: dict[str, Any],
+        call_id: str | None,
+        keyed: KeyedHash | None,
+    ) -> tuple[_Call, _Call | None]:
+        """The call's keys, and (with encryption on) the plain-hash keys older versions used."""
         args_hash = canonical_hash(args)
-        call_id = current_tool_call_id()
-        suffix = (
-            f"tool.{self.name}.{call_id}"
-            if call_id
-            else f"tool.{self.name}.{args_hash[:16]}.{scope.calls.occurrence(args_hash)}"
-        )
-        key = scope.step_key(suffix)
-        return _Call(
-            scope,
-            key,
-            args,
-            args_hash,
-            idempotency_key(scope.tenant, scope.thread_id, key, self.name, args_hash),
-        )
+        occurrence = None if call_id else scope.calls.occurrence(args_hash)
+
+        def make(k: KeyedHash | None) -> _Call:
+            tag = call_id or f"{args_digest(args_hash, k)[:16]}.{occurrence}"
+            key = scope.step_key(f"tool.{self.name}.{tag}")
+            tenant, thread = scope.tenant, scope.thread_id
+            idem = idempotency_key(tenant, thread, key, self.name, args_hash, keyed=k)
+            return _Call(scope, key, args, args_hash, idem)
+
+        return make(keyed), None if keyed is None else make(None)
+
+    async def _start(
+        self, scope: NodeScope, args: dict[str, Any], call_id: str | None
+    ) -> tuple[_Call, str, Any]:
+        """The call (under the keys it was first recorded with) and its plan."""
+        call, legacy = self._calls(scope, args, call_id, await scope.store.keyed_hash())
+        if legacy is not None and await _recorded_by_older_version(call, legacy):
+            call = legacy
+        action, output = await self._plan(call)
+        return call, action, output
 
     def _claim(self, call: _Call) -> dict[str, Any]:
         return {
@@ -280,12 +295,11 @@ class DurableTool(BaseTool):
         scope = node_scope(config)
         if scope is None:
             return self._execute(self._direct(args), config)
-        call = self._call(scope, args)
 
         def run(coro: Coroutine[Any, Any, T]) -> T:
             return scope.store._run_sync(coro, "tool step")
 
-        action, output = run(self._plan(call))
+        call, action, output = run(self._start(scope, args, current_tool_call_id()))
         if action == "replay":
             return output
         if action == "reconcile":
@@ -320,8 +334,7 @@ class DurableTool(BaseTool):
         scope = node_scope(config)
         if scope is None:
             return await self._aexecute(self._direct(args), config)
-        call = self._call(scope, args)
-        action, output = await self._plan(call)
+        call, action, output = await self._start(scope, args, current_tool_call_id())
         if action == "replay":
             return output
         if action == "reconcile":
@@ -344,6 +357,20 @@ class DurableTool(BaseTool):
         await self._commit(call, output, started, "run")
         crash_point("tool.after")
         return output
+
+
+async def _recorded_by_older_version(call: _Call, legacy: _Call) -> bool:
+    """Whether this call was recorded under the plain-hash keys of an older version.
+
+    Such a run keeps its keys (and so its idempotency key) to the end.
+    """
+    store, thread_id = call.scope.store, call.scope.thread_id
+    if not await known(store, thread_id, "tool", legacy.key):
+        return False
+    if legacy.key != call.key:
+        return True
+    record = await store.get("tool", legacy.key)  # same key (a tool-call id): which scheme?
+    return record is not None and record.value.get("idempotency_key") == legacy.idempotency_key
 
 
 def _is_async(func: Any) -> bool:

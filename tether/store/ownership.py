@@ -17,7 +17,7 @@ from collections.abc import Callable, Iterable
 
 from langchain_core.runnables.config import var_child_runnable_config
 
-__all__ = ["ambient_run_id", "forget", "on_forget", "resolve_run_id"]
+__all__ = ["NO_RUN", "ambient_run_id", "forget", "on_forget", "resolve_run_id"]
 
 _listeners: list[Callable[[frozenset[str] | None], None]] = []
 _listeners_lock = threading.Lock()
@@ -34,9 +34,16 @@ def ambient_run_id() -> str | None:
     return None
 
 
+# Pass as ``run_id`` for a record that belongs to no run even when written from
+# inside one (a store-wide secret must not go with the run that created it).
+NO_RUN = ""
+
+
 def resolve_run_id(run_id: str | None) -> str | None:
-    """``run_id`` if given, else the calling node's run (see :func:`ambient_run_id`)."""
-    return str(run_id) if run_id is not None else ambient_run_id()
+    """``run_id`` if given, ``None`` for :data:`NO_RUN`, else the calling node's run."""
+    if run_id is None:
+        return ambient_run_id()
+    return str(run_id) or None
 
 
 def on_forget(listener: Callable[[frozenset[str] | None], None]) -> None:

@@ -20,7 +20,10 @@ from dataclasses import dataclass
 from typing import Any, Protocol, TypeVar
 
 from tether._loops import wait_on_loop
+from tether.checkpointing import binding
+from tether.checkpointing.encryption import ENV_KEYS, MissingKeyError
 from tether.errors import TetherError
+from tether.store.keyed import KeyedHash, load_keyed_hash
 from tether.store.ownership import forget as _forget
 from tether.store.ownership import resolve_run_id as _run
 
@@ -45,11 +48,17 @@ class RecordStoreError(TetherError):
 
 
 class Cipher(Protocol):
-    """What the encryption layer offers: authenticated encryption with associated data."""
+    """What the encryption layer offers (a :class:`~tether.checkpointing.encryption.KeyRing`).
+
+    Authenticated encryption with associated data; ``v1_aad`` is the binding an
+    envelope of format version 1 was sealed with, where it differs.
+    """
 
     def encrypt(self, plaintext: bytes, aad: bytes) -> bytes: ...
 
-    def decrypt(self, blob: bytes, aad: bytes) -> bytes: ...
+    def decrypt(
+        self, blob: bytes, aad: bytes, where: str = "", *, v1_aad: bytes | None = None
+    ) -> bytes: ...
 
 
 @dataclass(frozen=True)
@@ -151,6 +160,7 @@ class RecordStore:
     def __init__(self, driver: RecordDriver, cipher: Cipher | None = None) -> None:
         self._driver = driver
         self._cipher = cipher
+        self._keyed: KeyedHash | None = None
         self.sync = SyncRecordStore(self)
 
     @property
@@ -159,54 +169,89 @@ class RecordStore:
         return bool(getattr(self._driver, "durable", True))
 
     @property
+    def driver(self) -> RecordDriver:
+        """The backend's storage operations (key rotation rewrites through the backend)."""
+        return self._driver
+
+    @property
     def encrypted(self) -> bool:
         """Whether values are stored encrypted."""
         return self._cipher is not None
 
     # -- encoding -------------------------------------------------------------
-    def _encode(self, value: dict[str, Any], aad: str) -> str:
+    # Associated data (tether.checkpointing.binding): a record is bound to its
+    # thread, kind and key, a step to its thread and index, each under its own
+    # domain label; version-1 envelopes were bound to "|"-joined text.
+    def _encode(self, value: dict[str, Any], aad: bytes) -> str:
+        return self._seal(self._json(value), aad)
+
+    @staticmethod
+    def _json(value: dict[str, Any]) -> str:
         if not isinstance(value, dict):
             raise RecordStoreError(f"record values must be dicts, got {type(value).__name__}")
         try:
-            text = json.dumps(value, separators=(",", ":"), allow_nan=False)
+            return json.dumps(value, separators=(",", ":"), allow_nan=False)
         except (TypeError, ValueError) as exc:
             raise RecordStoreError(
                 f"record value is not JSON-serializable ({exc}); store only str, numbers, "
                 "bools, None, lists and dicts"
             ) from exc
+
+    def _seal(self, text: str, aad: bytes) -> str:
         if self._cipher is None:
             return text
-        blob = self._cipher.encrypt(text.encode(), aad.encode())
+        blob = self._cipher.encrypt(text.encode(), aad)
         return _ENCRYPTED + base64.b64encode(blob).decode("ascii")
 
-    def _decode(self, payload: str, aad: str) -> dict[str, Any]:
+    def _decode(self, payload: str, aad: bytes, v1_aad: bytes, what: str) -> dict[str, Any]:
         if payload.startswith(_ENCRYPTED):
             if self._cipher is None:
-                raise RecordStoreError(
-                    f"record {aad!r} is encrypted but the checkpointer was opened without "
-                    "encryption; open it with the same encryption key"
+                raise MissingKeyError(
+                    f"{what} is encrypted but the checkpointer was opened without a key; set "
+                    f"{ENV_KEYS} to the key ring the store was written with (or pass "
+                    "encryption=KeyRing(...))"
                 )
-            text = self._cipher.decrypt(base64.b64decode(payload[len(_ENCRYPTED) :]), aad.encode())
+            blob = base64.b64decode(payload[len(_ENCRYPTED) :])
+            text = self._cipher.decrypt(blob, aad, what, v1_aad=v1_aad)
             value: dict[str, Any] = json.loads(text)
             return value
         if self._cipher is not None and not getattr(self._cipher, "allow_plaintext", False):
             raise RecordStoreError(
-                f"record {aad!r} is stored in plaintext but encryption is on; refusing to "
+                f"{what} is stored in plaintext but encryption is on; refusing to "
                 "trust an unauthenticated value (it may have been written by hand)"
             )
         plain: dict[str, Any] = json.loads(payload)
         return plain
 
+    def _record_payload(self, value: dict[str, Any], thread: str, kind: str, key: str) -> str:
+        return self._encode(value, binding.record(thread, kind, key))
+
     def _step(self, thread: str, step: dict[str, Any], run_id: str | None) -> StepPayload:
-        plain = self._encode(step, "")  # also refuses bad input before anything is written
+        text = self._json(step)  # refuses bad input before anything is written
         if self._cipher is None:
-            return StepPayload(lambda index: plain, plain, run_id)
-        return StepPayload(lambda index: self._encode(step, f"{thread}|step|{index}"), None, run_id)
+            return StepPayload(lambda index: text, text, run_id)
+        # Sealed once the index is known (it is bound); nothing is sealed before.
+        return StepPayload(
+            lambda index: self._seal(text, binding.step(thread, index)), None, run_id
+        )
 
     def _record(self, raw: RawRecord) -> Record:
-        aad = f"{raw.thread_id}|{raw.kind}|{raw.key}"
-        value = self._decode(raw.payload, aad)
-        return Record(raw.kind, raw.key, raw.thread_id, value, raw.created_at, raw.run_id)
+        thread, kind, key = raw.thread_id, raw.kind, raw.key
+        value = self._decode(
+            raw.payload,
+            binding.record(thread, kind, key),
+            binding.record_v1(thread, kind, key),
+            f"record {kind!r} {key!r} of thread {thread!r}",
+        )
+        return Record(kind, key, thread, value, raw.created_at, raw.run_id)
+
+    def _step_value(self, thread: str, index: int, payload: str) -> dict[str, Any]:
+        return self._decode(
+            payload,
+            binding.step(thread, index),
+            binding.step_v1(thread, index),
+            f"step {index} of thread {thread!r}",
+        )
 
     # -- loop bridging ----------------------------------------------------------
     async def _call(self, coro: Coroutine[Any, Any, T]) -> T:
@@ -235,7 +280,7 @@ class RecordStore:
     ) -> RawRecord:
         _check_names(kind, key)
         thread = str(thread_id)
-        payload = self._encode(value, f"{thread}|{kind}|{key}")
+        payload = self._record_payload(value, thread, kind, key)
         return RawRecord(kind, key, thread, payload, time.time(), _run(run_id))
 
     async def insert(
@@ -353,7 +398,7 @@ class RecordStore:
         """
         thread = str(thread_id)
         rows = await self._call(self._driver.steps(thread))
-        return [(index, self._decode(payload, f"{thread}|step|{index}")) for index, payload in rows]
+        return [(index, self._step_value(thread, index, payload)) for index, payload in rows]
 
     async def delete_thread(self, thread_id: str) -> None:
         """Delete every record and step of the thread, and forget cached state of it."""
@@ -367,6 +412,18 @@ class RecordStore:
         if runs:
             await self._call(self._driver.delete_runs(runs))
             _forget(None)
+
+    async def keyed_hash(self) -> KeyedHash | None:
+        """The keyed hash for identifiers stored in clear, or ``None`` without encryption.
+
+        Its key is a random secret kept encrypted in this store (created on
+        first use), so it is the same on every worker and across key rotation.
+        """
+        if self._cipher is None:
+            return None
+        if self._keyed is None:
+            self._keyed = await load_keyed_hash(self)
+        return self._keyed
 
 
 class SyncRecordStore:
@@ -455,6 +512,13 @@ class SyncRecordStore:
     def delete_runs(self, run_ids: builtins.list[str]) -> None:
         """See :meth:`RecordStore.delete_runs`."""
         self._store._run_sync(self._store.delete_runs(run_ids), "delete_runs")
+
+    def keyed_hash(self) -> KeyedHash | None:
+        """See :meth:`RecordStore.keyed_hash`."""
+        store = self._store
+        if store._cipher is None or store._keyed is not None:  # no hop to the loop
+            return store._keyed
+        return store._run_sync(store.keyed_hash(), "keyed_hash")
 
 
 def _run_inline(coro: Coroutine[Any, Any, T]) -> T:
