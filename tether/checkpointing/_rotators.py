@@ -11,6 +11,7 @@ the rotation never loses its write. See ``rotation.py``.
 from __future__ import annotations
 
 import base64
+import dataclasses
 import importlib
 from dataclasses import dataclass, field, fields
 from typing import Any
@@ -246,22 +247,18 @@ class _Memory(Rotator):
         self._rewrite_records(one)
 
     def _rewrite_records(self, one: ThreadPass) -> None:
-        from tether.store.record import RawRecord
-
         driver = self.records
         with driver._lock:  # the driver's own lock: no write interleaves
             for slot, raw in list(driver._records.items()):
                 if raw.thread_id == one.thread_id:
                     new = one.rewrap_record(raw.kind, raw.key, raw.payload)
                     if new is not None:
-                        driver._records[slot] = RawRecord(
-                            raw.kind, raw.key, raw.thread_id, new, raw.created_at
-                        )
-            log = driver._steps.get(one.thread_id, [])
-            for index, payload in enumerate(log):
+                        driver._records[slot] = dataclasses.replace(raw, payload=new)
+            log = driver._steps.get(one.thread_id, {})
+            for index, (payload, run_id) in list(log.items()):
                 new = one.rewrap_step(index, payload)
                 if new is not None:
-                    log[index] = new
+                    log[index] = (new, run_id)
 
 
 _BASES: dict[str, tuple[str, str, str, str]] = {
