@@ -1,0 +1,179 @@
+"""Run LangGraph's own persistence tests against one tether variant, in a child pytest.
+
+A child process is needed because LangGraph's test tree is a package named
+``tests``, like ours: the two cannot be imported into one interpreter. The
+child's root is the extracted sdist, its settings are LangGraph's own
+``pyproject.toml``, and ``tether_langgraph_fixtures`` (in ``inner/``) points
+the checkpointer fixtures at the variant. Each test that finishes is appended
+to a JSON-lines report, so even a run that has to be killed says how far it got.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from collections import Counter
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from tests.langgraph_suite.source import suite_files
+from tether.testing.services import ENV_POSTGRES, ENV_REDIS, ENV_REDIS_BARE
+
+__all__ = [
+    "EXPECTED_TESTS",
+    "FULL",
+    "MAIN",
+    "SuiteResult",
+    "run_variant",
+    "selected_variants",
+]
+
+# The variants `scripts/test` runs, and the ones `scripts/test-langgraph-full`
+# adds (docs/checkpointing.md says why the split is where it is).
+MAIN = ("memory", "sqlite", "sqlite+enc", "postgres", "postgres+enc", "redis")
+FULL = (*MAIN, "memory+enc", "redis+enc")
+
+# Tests per variant that take a checkpointer, by LangGraph version: a run that
+# collects fewer has lost tests (a renamed fixture, a failed swap), not passed.
+EXPECTED_TESTS = {"1.2.24": 648}
+
+INNER = Path(__file__).resolve().parent / "inner"
+PLUGIN = "tether_langgraph_fixtures"
+TEST_TIMEOUT = float(os.environ.get("TETHER_LANGGRAPH_TIMEOUT", "60"))
+# A backstop for a hang that pytest-timeout cannot break (one in a teardown
+# after the timeout already fired): the whole child is stopped after this.
+RUN_TIMEOUT = float(os.environ.get("TETHER_LANGGRAPH_RUN_TIMEOUT", "1800"))
+
+
+def selected_variants() -> tuple[str, ...]:
+    """The variants named by ``TETHER_LANGGRAPH_VARIANTS``: ``main`` (default), ``full``,
+    or a comma-separated list such as ``sqlite,redis+enc``."""
+    wanted = os.environ.get("TETHER_LANGGRAPH_VARIANTS", "main").strip()
+    if wanted in {"main", ""}:
+        return MAIN
+    if wanted == "full":
+        return FULL
+    names = tuple(v.strip() for v in wanted.split(",") if v.strip())
+    unknown = [v for v in names if v not in FULL]
+    if unknown:
+        raise ValueError(
+            f"TETHER_LANGGRAPH_VARIANTS names unknown variant(s) {unknown}; "
+            f"known: main, full, {', '.join(FULL)}"
+        )
+    return names
+
+
+@dataclass
+class SuiteResult:
+    """What one child run reported."""
+
+    variant: str
+    outcomes: dict[str, str]
+    savers: set[str]
+    returncode: int | None
+    seconds: float
+    log: Path
+    unfinished: list[str] = field(default_factory=list)
+
+    def count(self, outcome: str) -> int:
+        return sum(1 for o in self.outcomes.values() if o == outcome)
+
+    def problems(self) -> list[str]:
+        """``outcome  test id`` for every test that did not pass or skip, sorted."""
+        bad = {k: v for k, v in self.outcomes.items() if v in {"failed", "hung"}}
+        return [f"{bad[k]:<6} {k}" for k in sorted(bad)]
+
+    def summary_line(self) -> str:
+        counts = Counter(self.outcomes.values())
+        return (
+            f"{self.variant:<13} passed={counts['passed']:<4} failed={counts['failed']:<3} "
+            f"hung={counts['hung']:<3} skipped={counts['skipped']:<3} "
+            f"({self.seconds:.0f}s)"
+        )
+
+
+def _child_env(variant: str, servers: dict[str, str], report: Path) -> dict[str, str]:
+    # Our own pytest's variables (xdist worker ids, PYTEST_ADDOPTS) must not
+    # reach the child, which is a separate session with its own settings.
+    env = {k: v for k, v in os.environ.items() if not k.startswith("PYTEST_")}
+    env.update(
+        {
+            "PYTHONPATH": str(INNER),
+            # LangGraph's conftest then keeps its cache and store fixtures off
+            # the localhost Docker services it would otherwise expect.
+            "NO_DOCKER": "true",
+            "TETHER_LANGGRAPH_VARIANT": variant,
+            "TETHER_LANGGRAPH_REPORT": str(report),
+        }
+    )
+    names = {"postgres": ENV_POSTGRES, "redis": ENV_REDIS, "redis_bare": ENV_REDIS_BARE}
+    env.update({names[k]: url for k, url in servers.items() if k in names})
+    return env
+
+
+def _command(root: Path, workdir: Path) -> list[str]:
+    return [
+        sys.executable, "-m", "pytest",
+        "-c", str(root / "pyproject.toml"), "--rootdir", str(root),
+        # LangGraph's addopts add --full-trace, which makes a failure pages
+        # long; the rest of them are repeated here.
+        "-o", "addopts=", "--strict-markers", "--strict-config", "--snapshot-warn-unused",
+        "-p", PLUGIN, "-p", "no:cacheprovider",
+        # LangGraph's async tests run under anyio; pytest-asyncio (ours) stays out.
+        "-p", "no:asyncio",
+        "--timeout", f"{TEST_TIMEOUT:g}", "--basetemp", str(workdir / "tmp"),
+        "-q", "-rfE", "--tb=short",
+        *(str(p.relative_to(root)) for p in suite_files(root)),
+    ]  # fmt: skip
+
+
+def run_variant(variant: str, root: Path, servers: dict[str, str], workdir: Path) -> SuiteResult:
+    """Run the suite in ``root`` against ``variant``; the child's output goes to a log."""
+    workdir.mkdir(parents=True, exist_ok=True)
+    report, log = workdir / "report.jsonl", workdir / "pytest.log"
+    report.unlink(missing_ok=True)
+    started = time.monotonic()
+    with log.open("w") as out:
+        child = subprocess.Popen(
+            _command(root, workdir),
+            cwd=root,
+            env=_child_env(variant, servers, report),
+            stdout=out,
+            stderr=subprocess.STDOUT,
+            start_new_session=True,  # so the backstop can stop it and its threads' children
+        )
+        try:
+            returncode: int | None = child.wait(timeout=RUN_TIMEOUT)
+        except subprocess.TimeoutExpired:
+            os.killpg(child.pid, signal.SIGKILL)
+            child.wait()
+            returncode = None
+    outcomes, savers, running = _read_report(report)
+    return SuiteResult(
+        variant, outcomes, savers, returncode, time.monotonic() - started, log, running
+    )
+
+
+def _read_report(report: Path) -> tuple[dict[str, str], set[str], list[str]]:
+    """Outcomes by test id, saver classes seen, and tests started but never finished."""
+    outcomes: dict[str, str] = {}
+    savers: set[str] = set()
+    started: list[str] = []
+    if not report.exists():
+        return outcomes, savers, started
+    for line in report.read_text().splitlines():
+        entry = json.loads(line)
+        if "started" in entry:
+            started.append(entry["started"])
+        elif "saver" in entry:
+            savers.add(entry["saver"])
+        else:
+            outcomes[entry["test"]] = entry["outcome"]
+    running = [t for t in started if t not in outcomes]
+    for test in running:  # the backstop stopped the child inside this test
+        outcomes[test] = "hung"
+    return outcomes, savers, running
