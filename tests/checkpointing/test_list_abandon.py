@@ -6,14 +6,18 @@ a pooled connection while suspended made every later call wait forever (SQLite
 sync: a lock never released), so each follow-up call here runs under a short
 deadline and a hang fails fast. PostgreSQL is opened with one pooled
 connection, so a listing that keeps its connection shows the same way.
+
+The last tests check that every layer closes the listing beneath it at once
+(not whenever the garbage collector gets to it), through a probe layer that
+counts the listings still open under it.
 """
 
 from __future__ import annotations
 
 import asyncio
 import threading
-from collections.abc import Callable, Iterator
-from contextlib import contextmanager
+from collections.abc import AsyncIterator, Callable, Iterator
+from contextlib import aclosing, contextmanager
 from typing import Any, TypeVar
 
 import pytest
@@ -24,6 +28,10 @@ from langgraph.checkpoint.base.id import uuid6
 from tests.backends import Backend
 from tests.checkpointing.encryption_helpers import ring
 from tether import open_checkpointer_sync
+from tether.checkpointing.delegating import DelegatingSaver
+from tether.checkpointing.encrypted import EncryptedSaver
+from tether.checkpointing.encryption import PlaintextRefusedError
+from tether.crashtest.saver import CrashPointSaver
 
 # A backstop; the deadlines below fail a hang much sooner.
 pytestmark = pytest.mark.timeout(120)
@@ -173,3 +181,92 @@ async def test_async_alist_returned_from_inside_the_loop(backend: Backend, encry
         latest = await _afill(saver)
         assert (await first_before(saver, latest)).config != latest
         await _asaver_still_works(saver, latest)
+
+
+async def test_async_alist_lets_the_caller_write_between_items(
+    backend: Backend, encrypted: bool
+) -> None:
+    """A listing is a snapshot: writing while it is open neither blocks nor breaks it."""
+    async with backend.open(**_options(backend, encrypted)) as saver:
+        latest = await _afill(saver)
+        listing = saver.alist(None)  # every thread
+        assert (await anext(listing)).config == latest
+        other: RunnableConfig = {"configurable": {"thread_id": "other", "checkpoint_ns": ""}}
+        checkpoint, metadata = _step(9, saver.get_next_version(None, None))
+        await _awithin(saver.aput(other, checkpoint, metadata, {}), "aput")  # type: ignore[arg-type]
+        rest = await _awithin(read_rest(listing), "the rest of the listing")
+        assert [t.metadata["step"] for t in rest] == [1, 0]
+
+
+async def read_rest(listing: AsyncIterator[CheckpointTuple]) -> list[CheckpointTuple]:
+    return [t async for t in listing]
+
+
+# -- every layer closes the listing beneath it, at once ------------------------------
+
+
+class ListingProbe(DelegatingSaver):
+    """Counts the listings of the saver beneath it that have not been closed yet."""
+
+    def __init__(self, inner: BaseCheckpointSaver[Any]) -> None:
+        super().__init__(inner)
+        self.open_listings = 0
+
+    async def alist(
+        self,
+        config: RunnableConfig | None,
+        *,
+        filter: dict[str, Any] | None = None,
+        before: RunnableConfig | None = None,
+        limit: int | None = None,
+    ) -> AsyncIterator[CheckpointTuple]:
+        self.open_listings += 1
+        try:
+            listing = self.inner.alist(config, filter=filter, before=before, limit=limit)
+            async with aclosing(listing) as items:
+                async for item in items:
+                    yield item
+        finally:
+            self.open_listings -= 1
+
+
+async def test_encrypted_alist_with_a_limit_closes_the_backend_listing(backend: Backend) -> None:
+    async with backend.open(encryption=False) as raw:
+        probe = ListingProbe(raw)
+        saver = EncryptedSaver(probe, ring("k1"))
+        await _afill(saver)
+        assert len([t async for t in saver.alist(THREAD, limit=1)]) == 1
+        assert probe.open_listings == 0  # closed before alist returned, not later by the GC
+
+
+async def test_delegating_alist_closed_early_closes_the_inner_listing(
+    backend: Backend, encrypted: bool
+) -> None:
+    async with backend.open(**_options(backend, encrypted)) as inner:
+        probe = ListingProbe(inner)
+        saver = CrashPointSaver(probe)
+        await _afill(saver)
+        listing = saver.alist(THREAD)
+        await anext(listing)
+        await listing.aclose()
+        assert probe.open_listings == 0
+
+
+async def test_failed_encrypted_alist_closes_the_backend_listing(backend: Backend) -> None:
+    async with backend.open(encryption=False) as raw:
+        await _afill(raw)  # rows in clear, which an encrypting saver refuses
+        probe = ListingProbe(raw)
+        saver = EncryptedSaver(probe, ring("k1"))
+        with pytest.raises(PlaintextRefusedError):
+            [t async for t in saver.alist(THREAD)]
+        assert probe.open_listings == 0
+
+
+def test_failed_sync_list_closes_the_backend_listing(backend: Backend) -> None:
+    with open_checkpointer_sync(backend.url, **backend.options, encryption=False) as raw:
+        _fill(raw)
+        probe = ListingProbe(raw)
+        saver = EncryptedSaver(probe, ring("k1"))
+        with pytest.raises(PlaintextRefusedError):
+            list(saver.list(THREAD))
+        assert probe.open_listings == 0

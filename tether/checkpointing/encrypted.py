@@ -33,6 +33,7 @@ from langgraph.checkpoint.base import (
     get_checkpoint_metadata,
 )
 
+from tether.checkpointing._bridge import closing_listing
 from tether.checkpointing.delegating import DelegatingSaver
 from tether.checkpointing.encryption import KeyRing, PlaintextRefusedError, aad, aad_part
 from tether.errors import ConfigurationError
@@ -305,16 +306,17 @@ class EncryptedSaver(DelegatingSaver):
         sealed = {k: v for k, v in (filter or {}).items() if k not in clear}
         inner_limit = None if sealed else limit
         seen = 0
-        async for tup in self.inner.alist(
-            config, filter=clear or None, before=before, limit=inner_limit
-        ):
-            opened = self._open_tuple(tup)
-            if any(opened.metadata.get(k) != v for k, v in sealed.items()):
-                continue
-            yield opened
-            seen += 1
-            if limit is not None and seen >= limit:
-                return
+        listing = self.inner.alist(config, filter=clear or None, before=before, limit=inner_limit)
+        # Closed here, not by the garbage collector, when this stops early.
+        async with closing_listing(listing) as tuples:
+            async for tup in tuples:
+                opened = self._open_tuple(tup)
+                if any(opened.metadata.get(k) != v for k, v in sealed.items()):
+                    continue
+                yield opened
+                seen += 1
+                if limit is not None and seen >= limit:
+                    return
 
     async def aput(
         self,
