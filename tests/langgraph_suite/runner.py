@@ -5,7 +5,7 @@ A child process is needed because LangGraph's test tree is a package named
 child's root is the extracted sdist, its settings are LangGraph's own
 ``pyproject.toml``, and ``tether_langgraph_fixtures`` (in ``inner/``) points
 the checkpointer fixtures at the variant. Each test that finishes is appended
-to a JSON-lines report, so even a run that has to be killed says how far it got.
+to a JSON-lines report, so even a child that has to be stopped says how far it got.
 """
 
 from __future__ import annotations
@@ -17,7 +17,7 @@ import subprocess
 import sys
 import time
 from collections import Counter
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 
 from tests.langgraph_suite.source import suite_files
@@ -44,8 +44,8 @@ EXPECTED_TESTS = {"1.2.24": 648}
 INNER = Path(__file__).resolve().parent / "inner"
 PLUGIN = "tether_langgraph_fixtures"
 TEST_TIMEOUT = float(os.environ.get("TETHER_LANGGRAPH_TIMEOUT", "60"))
-# A backstop for a hang that pytest-timeout cannot break (one in a teardown
-# after the timeout already fired): the whole child is stopped after this.
+# A backstop for a child that hangs outside any test (pytest-timeout covers
+# each test's setup, call and teardown): it is stopped after this many seconds.
 RUN_TIMEOUT = float(os.environ.get("TETHER_LANGGRAPH_RUN_TIMEOUT", "1800"))
 
 
@@ -77,7 +77,6 @@ class SuiteResult:
     returncode: int | None
     seconds: float
     log: Path
-    unfinished: list[str] = field(default_factory=list)
 
     def count(self, outcome: str) -> int:
         return sum(1 for o in self.outcomes.values() if o == outcome)
@@ -96,7 +95,7 @@ class SuiteResult:
         )
 
 
-def _child_env(variant: str, servers: dict[str, str], report: Path) -> dict[str, str]:
+def _child_env(variant: str, servers: dict[str, str], report: Path, done: Path) -> dict[str, str]:
     # Our own pytest's variables (xdist worker ids, PYTEST_ADDOPTS) must not
     # reach the child, which is a separate session with its own settings.
     env = {k: v for k, v in os.environ.items() if not k.startswith("PYTEST_")}
@@ -108,6 +107,7 @@ def _child_env(variant: str, servers: dict[str, str], report: Path) -> dict[str,
             "NO_DOCKER": "true",
             "TETHER_LANGGRAPH_VARIANT": variant,
             "TETHER_LANGGRAPH_REPORT": str(report),
+            "TETHER_LANGGRAPH_DONE": str(done),
         }
     )
     names = {"postgres": ENV_POSTGRES, "redis": ENV_REDIS, "redis_bare": ENV_REDIS_BARE}
@@ -125,37 +125,57 @@ def _command(root: Path, workdir: Path) -> list[str]:
         "-p", PLUGIN, "-p", "no:cacheprovider",
         # LangGraph's async tests run under anyio; pytest-asyncio (ours) stays out.
         "-p", "no:asyncio",
-        "--timeout", f"{TEST_TIMEOUT:g}", "--basetemp", str(workdir / "tmp"),
+        "--timeout", f"{TEST_TIMEOUT:g}", "--timeout-method", "thread",
+        "--basetemp", str(workdir / "tmp"),
         "-q", "-rfE", "--tb=short",
         *(str(p.relative_to(root)) for p in suite_files(root)),
     ]  # fmt: skip
 
 
 def run_variant(variant: str, root: Path, servers: dict[str, str], workdir: Path) -> SuiteResult:
-    """Run the suite in ``root`` against ``variant``; the child's output goes to a log."""
+    """Run the suite in ``root`` against ``variant``; the children's output goes to a log.
+
+    pytest-timeout (thread method) ends a child that hangs in a test, whatever
+    the hang swallows; the test counts as hung and a new child runs the tests
+    not run yet, so one hang costs one test, not the rest of the variant.
+    """
     workdir.mkdir(parents=True, exist_ok=True)
-    report, log = workdir / "report.jsonl", workdir / "pytest.log"
-    report.unlink(missing_ok=True)
+    report, log, done = workdir / "report.jsonl", workdir / "pytest.log", workdir / "done.txt"
+    for path in (report, log, done):
+        path.unlink(missing_ok=True)
     started = time.monotonic()
-    with log.open("w") as out:
+    env = _child_env(variant, servers, report, done)
+    returncode: int | None = None
+    outcomes: dict[str, str] = {}
+    while True:
+        returncode = _run_child(_command(root, workdir), root, env, log)
+        outcomes, savers, unfinished = _read_report(report)
+        if not unfinished:
+            break
+        # The child died inside these tests: they hung. A new child runs the rest.
+        with report.open("a") as out:
+            out.writelines(json.dumps({"test": t, "outcome": "hung"}) + "\n" for t in unfinished)
+        done.write_text("".join(f"{test}\n" for test in [*outcomes, *unfinished]))
+    return SuiteResult(variant, outcomes, savers, returncode, time.monotonic() - started, log)
+
+
+def _run_child(command: list[str], root: Path, env: dict[str, str], log: Path) -> int | None:
+    """One child pytest; ``None`` if the backstop had to stop it."""
+    with log.open("a") as out:
         child = subprocess.Popen(
-            _command(root, workdir),
+            command,
             cwd=root,
-            env=_child_env(variant, servers, report),
+            env=env,
             stdout=out,
             stderr=subprocess.STDOUT,
-            start_new_session=True,  # so the backstop can stop it and its threads' children
+            start_new_session=True,  # so the backstop can stop it and its children
         )
         try:
-            returncode: int | None = child.wait(timeout=RUN_TIMEOUT)
+            return child.wait(timeout=RUN_TIMEOUT)
         except subprocess.TimeoutExpired:
             os.killpg(child.pid, signal.SIGKILL)
             child.wait()
-            returncode = None
-    outcomes, savers, running = _read_report(report)
-    return SuiteResult(
-        variant, outcomes, savers, returncode, time.monotonic() - started, log, running
-    )
+            return None
 
 
 def _read_report(report: Path) -> tuple[dict[str, str], set[str], list[str]]:
@@ -163,17 +183,13 @@ def _read_report(report: Path) -> tuple[dict[str, str], set[str], list[str]]:
     outcomes: dict[str, str] = {}
     savers: set[str] = set()
     started: list[str] = []
-    if not report.exists():
-        return outcomes, savers, started
-    for line in report.read_text().splitlines():
-        entry = json.loads(line)
-        if "started" in entry:
-            started.append(entry["started"])
-        elif "saver" in entry:
-            savers.add(entry["saver"])
-        else:
-            outcomes[entry["test"]] = entry["outcome"]
-    running = [t for t in started if t not in outcomes]
-    for test in running:  # the backstop stopped the child inside this test
-        outcomes[test] = "hung"
-    return outcomes, savers, running
+    if report.exists():
+        for line in report.read_text().splitlines():
+            entry = json.loads(line)
+            if "started" in entry:
+                started.append(entry["started"])
+            elif "saver" in entry:
+                savers.add(entry["saver"])
+            else:
+                outcomes[entry["test"]] = entry["outcome"]
+    return outcomes, savers, [t for t in started if t not in outcomes]

@@ -12,7 +12,9 @@ What it changes, and nothing else:
   named in ``TETHER_LANGGRAPH_VARIANT`` (``sqlite``, ``postgres+enc``, ...)
   through ``open_checkpointer_sync`` / ``open_checkpointer`` on a private
   database, key prefix or file, exactly as ``tests/conftest.py`` isolates ours.
-- Only the tests that take one of those fixtures run; the rest are deselected.
+- Only the tests that take one of those fixtures run; the rest are deselected,
+  and so are those listed in ``TETHER_LANGGRAPH_DONE`` (run by an earlier
+  child that a hang ended).
 - Each test's outcome (passed, failed, hung, skipped) and the class of every
   saver handed out go, one JSON line each, to the file named in
   ``TETHER_LANGGRAPH_REPORT``; a test stopped by pytest-timeout is "hung".
@@ -148,8 +150,18 @@ def _match_upstream_environment() -> None:
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
-    """Keep only the tests that take a checkpointer."""
-    keep = [i for i in items if set(FIXTURES) & set(getattr(i, "fixturenames", ()))]
+    """Keep only the tests that take a checkpointer and an earlier child did not run."""
+    done_file = os.environ.get("TETHER_LANGGRAPH_DONE")
+    done = (
+        set(Path(done_file).read_text().splitlines())
+        if done_file and Path(done_file).exists()
+        else set()
+    )
+    keep = [
+        i
+        for i in items
+        if set(FIXTURES) & set(getattr(i, "fixturenames", ())) and i.nodeid not in done
+    ]
     dropped = [i for i in items if i not in set(keep)]
     if dropped:
         config.hook.pytest_deselected(items=dropped)
