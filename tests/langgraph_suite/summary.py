@@ -26,7 +26,8 @@ def _summary_dir(factory: pytest.TempPathFactory) -> Path:
 
 def record_summary(factory: pytest.TempPathFactory, result: SuiteResult) -> None:
     """Keep ``result``'s summary line and failing tests for :func:`write_summary`."""
-    lines = [result.summary_line(), *(f"    {p}" for p in result.problems())]
+    named = result.named("failed", "hung", "flaky")
+    lines = [result.summary_line(), *(f"    {line}" for line in named)]
     (_summary_dir(factory) / result.variant).write_text("\n".join(lines))
 
 

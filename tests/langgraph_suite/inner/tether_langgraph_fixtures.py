@@ -14,7 +14,8 @@ What it changes, and nothing else:
   database, key prefix or file, exactly as ``tests/conftest.py`` isolates ours.
 - Only the tests that take one of those fixtures run; the rest are deselected,
   and so are those listed in ``TETHER_LANGGRAPH_DONE`` (run by an earlier
-  child that a hang ended).
+  child that a hang ended). ``TETHER_LANGGRAPH_ONLY`` names the only tests to
+  run (a rerun of failures).
 - Each test's outcome (passed, failed, hung, skipped) and the class of every
   saver handed out go, one JSON line each, to the file named in
   ``TETHER_LANGGRAPH_REPORT``; a test stopped by pytest-timeout is "hung".
@@ -149,20 +150,25 @@ def _match_upstream_environment() -> None:
     models._get_langchain_version = lambda: None  # type: ignore[attr-defined]
 
 
+def _listed(variable: str) -> set[str] | None:
+    """The test ids in the file the environment variable names, if it names one."""
+    path = os.environ.get(variable)
+    return set(Path(path).read_text().splitlines()) if path and Path(path).exists() else None
+
+
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
-    """Keep only the tests that take a checkpointer and an earlier child did not run."""
-    done_file = os.environ.get("TETHER_LANGGRAPH_DONE")
-    done = (
-        set(Path(done_file).read_text().splitlines())
-        if done_file and Path(done_file).exists()
-        else set()
-    )
+    """Keep the tests that take a checkpointer, minus those run already, or just those asked."""
+    done = _listed("TETHER_LANGGRAPH_DONE") or set()
+    only = _listed("TETHER_LANGGRAPH_ONLY")
     keep = [
         i
         for i in items
-        if set(FIXTURES) & set(getattr(i, "fixturenames", ())) and i.nodeid not in done
+        if set(FIXTURES) & set(getattr(i, "fixturenames", ()))
+        and i.nodeid not in done
+        and (only is None or i.nodeid in only)
     ]
-    dropped = [i for i in items if i not in set(keep)]
+    kept = set(keep)
+    dropped = [i for i in items if i not in kept]
     if dropped:
         config.hook.pytest_deselected(items=dropped)
     items[:] = keep
