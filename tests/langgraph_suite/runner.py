@@ -20,7 +20,7 @@ from collections import Counter
 from dataclasses import dataclass
 from pathlib import Path
 
-from tests.langgraph_suite.source import suite_files
+from tests.langgraph_suite.source import CACHE, suite_files
 from tether.testing.services import ENV_POSTGRES, ENV_REDIS, ENV_REDIS_BARE
 
 __all__ = [
@@ -45,6 +45,7 @@ FULL = (*MAIN, "postgres+enc", "memory+enc", "redis+enc")
 EXPECTED_TESTS = {"1.2.24": 648}
 
 INNER = Path(__file__).resolve().parent / "inner"
+LOGS = CACHE / "logs"
 PLUGIN = "tether_langgraph_fixtures"
 TEST_TIMEOUT = float(os.environ.get("TETHER_LANGGRAPH_TIMEOUT", "60"))
 # A backstop for a child that hangs outside any test (pytest-timeout covers
@@ -156,14 +157,19 @@ def run_variant(variant: str, root: Path, servers: dict[str, str], workdir: Path
     fails again stays failed. A hang is never retried.
     """
     workdir.mkdir(parents=True, exist_ok=True)
-    log = workdir / "pytest.log"
+    # Kept beside the fetched tests, where pytest's rotation of old temp folders
+    # does not delete it the moment another run starts.
+    log = LOGS / f"{variant}.log"
+    log.parent.mkdir(parents=True, exist_ok=True)
     log.unlink(missing_ok=True)
     started = time.monotonic()
     env = _child_env(variant, servers)
-    first = _run_pass(env, _command(root, workdir), root, workdir, name="run")
+    first = _run_pass(env, _command(root, workdir), root, workdir, log=log, name="run")
     outcomes = dict(first.outcomes)
     if failed := sorted(t for t, o in outcomes.items() if o == "failed"):
-        again = _run_pass(env, _command(root, workdir), root, workdir, name="rerun", only=failed)
+        again = _run_pass(
+            env, _command(root, workdir), root, workdir, log=log, name="rerun", only=failed
+        )
         outcomes.update({t: "flaky" for t in failed if again.outcomes.get(t) == "passed"})
     return SuiteResult(
         variant, outcomes, first.savers, first.returncode, time.monotonic() - started, log
@@ -183,6 +189,7 @@ def _run_pass(
     root: Path,
     workdir: Path,
     *,
+    log: Path,
     name: str,
     only: list[str] | None = None,
 ) -> _Pass:
@@ -195,7 +202,7 @@ def _run_pass(
         chosen.write_text("".join(f"{test}\n" for test in only))
         env["TETHER_LANGGRAPH_ONLY"] = str(chosen)
     while True:
-        returncode = _run_child(command, root, env, workdir / "pytest.log")
+        returncode = _run_child(command, root, env, log)
         outcomes, savers, unfinished = _read_report(report)
         if not unfinished:
             return _Pass(outcomes, savers, returncode)
