@@ -52,10 +52,11 @@ def durable_backend(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[
 
 
 def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter) -> None:
-    """Print the per-backend conformance summary at the end of the run."""
+    """Print the per-backend conformance and LangGraph-suite summaries at the end of the run."""
     if os.environ.get("PYTEST_XDIST_WORKER"):
         return
     from tests.checkpointing.test_conformance import summary_dir
+    from tests.langgraph_suite.summary import write_summary
 
     factory = terminalreporter.config._tmp_path_factory  # type: ignore[attr-defined]
     lines = sorted(p.read_text() for p in summary_dir(factory).iterdir())
@@ -63,3 +64,4 @@ def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter) -> None:
         terminalreporter.section("LangGraph checkpoint conformance (official suite)")
         for line in lines:
             terminalreporter.write_line(line)
+    write_summary(terminalreporter)

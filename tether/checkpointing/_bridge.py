@@ -5,11 +5,17 @@ methods LangGraph calls from ``graph.invoke`` hand that coroutine to the
 saver's event loop (``self.loop``) and wait for it, which is how the upstream
 async savers bridge too. A sync call made on the loop's own thread would
 deadlock, so it fails with a message saying what to use instead.
+
+Listings are read whole before they are handed over (:func:`read_all`), and
+every layer closes the listing beneath it as soon as it is done with it
+(:func:`closing_listing`): a caller may stop iterating at any point, as
+LangGraph's replay does, without leaving a lock or a pooled connection held.
 """
 
 from __future__ import annotations
 
 from collections.abc import AsyncIterator, Coroutine, Iterator, Sequence
+from contextlib import asynccontextmanager
 from typing import TYPE_CHECKING, Any, TypeVar
 
 from langchain_core.runnables import RunnableConfig
@@ -19,7 +25,32 @@ from tether._loops import wait_on_loop
 
 T = TypeVar("T")
 
-__all__ = ["SyncBridge"]
+__all__ = ["SyncBridge", "closing_listing", "read_all"]
+
+
+@asynccontextmanager
+async def closing_listing(listing: AsyncIterator[T]) -> AsyncIterator[AsyncIterator[T]]:
+    """``listing``, closed on exit however the loop over it ended.
+
+    ``async for`` does not close what it iterates when the loop body returns,
+    breaks or raises, nor when the generator around it is closed: the listing
+    stays suspended, holding whatever it holds, until the garbage collector
+    finalizes it, possibly after its saver is closed. Like
+    :func:`contextlib.aclosing`, but takes any async iterator and closes those
+    that have an ``aclose``.
+    """
+    try:
+        yield listing
+    finally:
+        aclose = getattr(listing, "aclose", None)
+        if aclose is not None:
+            await aclose()
+
+
+async def read_all(listing: AsyncIterator[T]) -> list[T]:
+    """Every item of ``listing``, which is closed before this returns or raises."""
+    async with closing_listing(listing) as items:
+        return [item async for item in items]
 
 
 def _deadlock_message(saver: object, name: str) -> str:
@@ -56,16 +87,16 @@ class SyncBridge:
     ) -> Iterator[CheckpointTuple]:
         """Sync twin of ``alist`` (reads the whole page, then yields it).
 
-        Not named ``list``: SyncBridge comes first among a saver's bases, and
-        an upstream sync ``list`` (the SQLite and Postgres savers have one) must
-        stay in charge. A saver whose upstream class lacks one opts in with
-        ``list = SyncBridge._bridged_list``.
+        Reading the page whole on the saver's loop is what makes abandoning the
+        returned iterator safe: upstream's sync ``list`` steps an ``alist``
+        generator from the caller's thread, and when the caller stops early
+        that generator is closed outside its loop, which fails and leaves the
+        saver's lock (SQLite) or pooled connection (PostgreSQL) held for good.
+        Not named ``list`` (it would shadow the builtin in the annotations
+        below); each saver assigns ``list = SyncBridge._bridged_list``.
         """
-
-        async def collect() -> list[CheckpointTuple]:
-            return [t async for t in self.alist(config, filter=filter, before=before, limit=limit)]
-
-        return iter(self._run_sync(collect(), "list"))
+        listing = self.alist(config, filter=filter, before=before, limit=limit)
+        return iter(self._run_sync(read_all(listing), "list"))
 
     def delete_for_runs(self, run_ids: Sequence[str]) -> None:
         return self._run_sync(self.adelete_for_runs(run_ids), "delete_for_runs")

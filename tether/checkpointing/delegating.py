@@ -4,6 +4,8 @@ Layers that change what is stored (encryption) or observe it (the crash
 harness's crash points) subclass :class:`DelegatingSaver` and override only the
 async methods they care about; the sync methods reach them through the inner
 saver's own sync bridge, so there is still one implementation per operation.
+Each layer closes the listing beneath it as soon as its own ends, however it
+ends (see :func:`~tether.checkpointing._bridge.closing_listing`).
 """
 
 from __future__ import annotations
@@ -22,7 +24,7 @@ from langgraph.checkpoint.base import (
 )
 
 from tether._loops import shared_loop, wait_on_loop
-from tether.checkpointing._bridge import _deadlock_message
+from tether.checkpointing._bridge import _deadlock_message, closing_listing, read_all
 
 __all__ = ["DelegatingSaver", "innermost"]
 
@@ -70,8 +72,10 @@ class DelegatingSaver(BaseCheckpointSaver[Any]):
         before: RunnableConfig | None = None,
         limit: int | None = None,
     ) -> AsyncIterator[CheckpointTuple]:
-        async for item in self.inner.alist(config, filter=filter, before=before, limit=limit):
-            yield item
+        listing = self.inner.alist(config, filter=filter, before=before, limit=limit)
+        async with closing_listing(listing) as items:
+            async for item in items:
+                yield item
 
     async def aput(
         self,
@@ -130,10 +134,8 @@ class DelegatingSaver(BaseCheckpointSaver[Any]):
         before: RunnableConfig | None = None,
         limit: int | None = None,
     ) -> Iterator[CheckpointTuple]:
-        async def collect() -> list[CheckpointTuple]:
-            return [t async for t in self.alist(config, filter=filter, before=before, limit=limit)]
-
-        return iter(self._call(collect(), "list"))
+        listing = self.alist(config, filter=filter, before=before, limit=limit)
+        return iter(self._call(read_all(listing), "list"))
 
     def put(
         self,

@@ -39,6 +39,7 @@ from langgraph.checkpoint.base import (
 )
 
 from tether.checkpointing import binding
+from tether.checkpointing._bridge import closing_listing
 from tether.checkpointing.binding import name_part
 from tether.checkpointing.delegating import DelegatingSaver
 from tether.checkpointing.encryption import KeyRing, PlaintextRefusedError, aad, aad_part
@@ -282,16 +283,17 @@ class EncryptedSaver(DelegatingSaver):
         sealed = {k: v for k, v in (filter or {}).items() if k not in clear}
         inner_limit = None if sealed else limit
         seen = 0
-        async for tup in self.inner.alist(
-            config, filter=clear or None, before=before, limit=inner_limit
-        ):
-            opened = self._open_tuple(tup)
-            if any(opened.metadata.get(k) != v for k, v in sealed.items()):
-                continue
-            yield opened
-            seen += 1
-            if limit is not None and seen >= limit:
-                return
+        listing = self.inner.alist(config, filter=clear or None, before=before, limit=inner_limit)
+        # Closed here, not by the garbage collector, when this stops early.
+        async with closing_listing(listing) as tuples:
+            async for tup in tuples:
+                opened = self._open_tuple(tup)
+                if any(opened.metadata.get(k) != v for k, v in sealed.items()):
+                    continue
+                yield opened
+                seen += 1
+                if limit is not None and seen >= limit:
+                    return
 
     async def aput(
         self,

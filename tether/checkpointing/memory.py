@@ -6,6 +6,8 @@ from collections.abc import AsyncIterator, Sequence
 from contextlib import asynccontextmanager
 from typing import Any
 
+from langchain_core.runnables import RunnableConfig
+from langgraph.checkpoint.base import CheckpointTuple
 from langgraph.checkpoint.memory import InMemorySaver
 from langgraph.constants import TASKS
 
@@ -142,6 +144,25 @@ class MemorySaver(InMemorySaver):
 
     async def adelete_thread(self, thread_id: str) -> None:
         self.delete_thread(thread_id)
+
+    async def alist(
+        self,
+        config: RunnableConfig | None,
+        *,
+        filter: dict[str, Any] | None = None,
+        before: RunnableConfig | None = None,
+        limit: int | None = None,
+    ) -> AsyncIterator[CheckpointTuple]:
+        """Upstream's ``alist``, with the page read before the first yield.
+
+        Upstream yields from a ``list`` generator that walks the live storage
+        dicts and is left open when the caller stops early. Reading the page
+        first, as every other backend does, closes it at once and lets the
+        caller write to the saver between items.
+        """
+        page = [*self.list(config, filter=filter, before=before, limit=limit)]
+        for item in page:
+            yield item
 
     async def adelete_for_runs(self, run_ids: Sequence[str]) -> None:
         self.delete_for_runs(run_ids)

@@ -8,7 +8,10 @@ from collections.abc import AsyncIterator, Sequence
 from contextlib import asynccontextmanager
 from typing import Any
 
-from tether.checkpointing._bridge import SyncBridge
+from langchain_core.runnables import RunnableConfig
+from langgraph.checkpoint.base import CheckpointTuple
+
+from tether.checkpointing._bridge import SyncBridge, read_all
 from tether.checkpointing.cascade import (
     check_run_ids,
     delete_records_of_runs,
@@ -62,8 +65,29 @@ class PostgresSaver(SyncBridge, AsyncPostgresSaver):
     """``AsyncPostgresSaver`` with ``delete_for_runs`` and ``copy_thread``.
 
     Works from async code directly and from sync code through
-    :func:`tether.open_checkpointer_sync`.
+    :func:`tether.open_checkpointer_sync`. A listing may be abandoned at any
+    point, from sync or async code.
     """
+
+    async def alist(
+        self,
+        config: RunnableConfig | None,
+        *,
+        filter: dict[str, Any] | None = None,
+        before: RunnableConfig | None = None,
+        limit: int | None = None,
+    ) -> AsyncIterator[CheckpointTuple]:
+        """Upstream's ``alist``, read whole before the first yield.
+
+        Upstream yields each tuple while it holds its pooled connection, so a
+        caller that stops early (LangGraph's replay returns from inside the
+        loop) kept that connection until the generator was finalized, and for
+        good when that happened outside the saver's loop: a few such replays
+        exhaust the pool and every later call waits.
+        """
+        page = await read_all(super().alist(config, filter=filter, before=before, limit=limit))
+        for item in page:
+            yield item
 
     async def adelete_for_runs(self, run_ids: Sequence[str]) -> None:
         """Delete every checkpoint (and its writes and unshared blobs) of the listed runs."""
@@ -99,6 +123,10 @@ class PostgresSaver(SyncBridge, AsyncPostgresSaver):
         async with self._cursor() as cur, cur.connection.transaction():
             for sql in _COPY_SQL:
                 await cur.execute(sql, params)
+
+    # Upstream's sync list steps alist from the caller's thread; see _bridged_list.
+    # Assigned last: the name would shadow the builtin in the annotations above.
+    list = SyncBridge._bridged_list
 
 
 def _pool_options(options: dict[str, Any]) -> tuple[int, int, float]:

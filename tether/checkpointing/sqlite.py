@@ -7,9 +7,11 @@ from collections.abc import AsyncIterator, Sequence
 from contextlib import asynccontextmanager
 from typing import Any
 
+from langchain_core.runnables import RunnableConfig
+from langgraph.checkpoint.base import CheckpointTuple
 from langgraph.constants import TASKS
 
-from tether.checkpointing._bridge import SyncBridge
+from tether.checkpointing._bridge import SyncBridge, read_all
 from tether.checkpointing.cascade import (
     check_run_ids,
     delete_records_of_runs,
@@ -67,8 +69,29 @@ class SqliteSaver(SyncBridge, AsyncSqliteSaver):
     """``AsyncSqliteSaver`` with ``delete_for_runs``, ``copy_thread`` and ``prune``.
 
     Works from async code directly and from sync code through
-    :func:`tether.open_checkpointer_sync`.
+    :func:`tether.open_checkpointer_sync`. A listing may be abandoned at any
+    point, from sync or async code.
     """
+
+    async def alist(
+        self,
+        config: RunnableConfig | None,
+        *,
+        filter: dict[str, Any] | None = None,
+        before: RunnableConfig | None = None,
+        limit: int | None = None,
+    ) -> AsyncIterator[CheckpointTuple]:
+        """Upstream's ``alist``, read whole under the saver's lock and yielded after it.
+
+        Upstream yields each tuple while it holds the lock and an open cursor,
+        so a caller that stops early (LangGraph's replay returns from inside
+        the loop) kept every other call of this saver waiting until the
+        generator was finalized, and forever when that happened outside the
+        saver's loop.
+        """
+        page = await read_all(super().alist(config, filter=filter, before=before, limit=limit))
+        for item in page:
+            yield item
 
     async def adelete_for_runs(self, run_ids: Sequence[str]) -> None:
         """Delete every checkpoint (and its writes) whose metadata ``run_id`` is listed."""
@@ -202,6 +225,10 @@ class SqliteSaver(SyncBridge, AsyncSqliteSaver):
             "WHERE thread_id = ? AND checkpoint_ns = ? AND checkpoint_id = ?",
             [(thread_id, ns, cid) for ns, cid in sorted(plan.orphaned)],
         )
+
+    # Upstream's sync list steps alist from the caller's thread; see _bridged_list.
+    # Assigned last: the name would shadow the builtin in the annotations above.
+    list = SyncBridge._bridged_list
 
 
 def _metadata(raw: bytes | str | None) -> dict[str, Any]:
