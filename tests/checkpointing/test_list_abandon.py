@@ -183,6 +183,17 @@ async def test_async_alist_returned_from_inside_the_loop(backend: Backend, encry
         await _asaver_still_works(saver, latest)
 
 
+def test_sync_list_lets_the_caller_write_between_items(backend: Backend, encrypted: bool) -> None:
+    with _sync_saver(backend, encrypted) as saver:
+        latest = _fill(saver)
+        listing = saver.list(None)  # every thread
+        assert next(listing).config == latest
+        other: RunnableConfig = {"configurable": {"thread_id": "other", "checkpoint_ns": ""}}
+        checkpoint, metadata = _step(9, saver.get_next_version(None, None))
+        _within(lambda: saver.put(other, checkpoint, metadata, {}), "put")  # type: ignore[arg-type]
+        assert [t.metadata["step"] for t in _within(lambda: [*listing], "the rest")] == [1, 0]
+
+
 async def test_async_alist_lets_the_caller_write_between_items(
     backend: Backend, encrypted: bool
 ) -> None:

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator, Sequence
+from collections.abc import AsyncIterator, Iterator, Sequence
 from contextlib import asynccontextmanager
 from typing import Any
 
@@ -145,25 +145,6 @@ class MemorySaver(InMemorySaver):
     async def adelete_thread(self, thread_id: str) -> None:
         self.delete_thread(thread_id)
 
-    async def alist(
-        self,
-        config: RunnableConfig | None,
-        *,
-        filter: dict[str, Any] | None = None,
-        before: RunnableConfig | None = None,
-        limit: int | None = None,
-    ) -> AsyncIterator[CheckpointTuple]:
-        """Upstream's ``alist``, with the page read before the first yield.
-
-        Upstream yields from a ``list`` generator that walks the live storage
-        dicts and is left open when the caller stops early. Reading the page
-        first, as every other backend does, closes it at once and lets the
-        caller write to the saver between items.
-        """
-        page = [*self.list(config, filter=filter, before=before, limit=limit)]
-        for item in page:
-            yield item
-
     async def adelete_for_runs(self, run_ids: Sequence[str]) -> None:
         self.delete_for_runs(run_ids)
 
@@ -172,6 +153,24 @@ class MemorySaver(InMemorySaver):
 
     async def aprune(self, thread_ids: Sequence[str], *, strategy: str = "keep_latest") -> None:
         self.prune(thread_ids, strategy=strategy)
+
+    # Last in the class: the name would shadow the builtin in the annotations below it.
+    def list(
+        self,
+        config: RunnableConfig | None,
+        *,
+        filter: dict[str, Any] | None = None,
+        before: RunnableConfig | None = None,
+        limit: int | None = None,
+    ) -> Iterator[CheckpointTuple]:
+        """Upstream's ``list``, with the page read before the first item.
+
+        Upstream's is a generator over the live storage dicts (``alist`` yields
+        from it too): a write between two items broke it ("dictionary changed
+        size during iteration"), and one left half-read stayed open. Reading
+        the page first, as every other backend does, closes it at once.
+        """
+        return iter([*super().list(config, filter=filter, before=before, limit=limit)])
 
 
 @asynccontextmanager

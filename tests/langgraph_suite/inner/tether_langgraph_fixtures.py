@@ -19,6 +19,10 @@ What it changes, and nothing else:
 - Each test's outcome (passed, failed, hung, skipped) and the class of every
   saver handed out go, one JSON line each, to the file named in
   ``TETHER_LANGGRAPH_REPORT``; a test stopped by pytest-timeout is "hung".
+- Two differences from LangGraph's own CI that are not about checkpointers are
+  evened out: the installed ``langchain`` is hidden from langchain-core's
+  version stamp (see ``_match_upstream_environment``), and our fixtures name
+  their databases without drawing from a test's patched ``uuid.uuid4``.
 """
 
 from __future__ import annotations
