@@ -104,6 +104,9 @@ async def test_bad_input_is_refused_with_a_reason(backend: Backend) -> None:
             await store.upsert("model", "k", [1, 2], thread_id="t")  # type: ignore[arg-type]
         with pytest.raises(RecordStoreError, match="without ':'"):
             await store.insert("a:b", "k", {}, thread_id="t")
+        # On Redis kind "a@b" would share the order key of kind "a" on thread "b".
+        with pytest.raises(RecordStoreError, match="'@'"):
+            await store.insert("model@t", "k", {}, thread_id="t")
         with pytest.raises(RecordStoreError, match="non-empty str"):
             await store.get("model", "")
         with pytest.raises(RecordStoreError, match="JSON-serializable"):

@@ -138,9 +138,10 @@ class RecordDriver(Protocol):
 
 
 def _check_names(kind: str, key: str) -> None:
-    if not isinstance(kind, str) or not kind or ":" in kind or "|" in kind:
+    # ':' and '@' separate a kind from the key and thread in Redis key names.
+    if not isinstance(kind, str) or not kind or any(c in kind for c in ":|@"):
         raise RecordStoreError(
-            f"record kind {kind!r} must be a non-empty str without ':' or '|' "
+            f"record kind {kind!r} must be a non-empty str without ':', '|' or '@' "
             "(use a short identifier such as 'model' or 'budget')"
         )
     if not isinstance(key, str) or not key:
