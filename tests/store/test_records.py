@@ -190,3 +190,27 @@ async def test_concurrent_put_with_step_has_one_winner(backend: Backend) -> None
         record = await store.get("tool", "same")
         assert record is not None
         assert record.value == steps[0]
+
+
+def test_every_async_operation_has_a_sync_twin() -> None:
+    import inspect
+
+    from tether.store import RecordStore, SyncRecordStore
+
+    operations = {
+        name
+        for name, fn in inspect.getmembers(RecordStore, inspect.iscoroutinefunction)
+        if not name.startswith("_")
+    }
+    twins = {name for name in dir(SyncRecordStore) if not name.startswith("_")}
+    assert operations - twins == set()
+
+
+def test_sync_indexed_steps_reads_the_log(backend: Backend) -> None:
+    from tether import open_checkpointer_sync
+
+    with open_checkpointer_sync(backend.url, **backend.options) as saver:
+        store = store_for(saver)
+        store.sync.append_step("t", {"n": 0})
+        store.sync.append_step("t", {"n": 1})
+        assert store.sync.indexed_steps("t") == [(0, {"n": 0}), (1, {"n": 1})]

@@ -506,6 +506,10 @@ class SyncRecordStore:
         """See :meth:`RecordStore.steps`."""
         return self._store._run_sync(self._store.steps(thread_id), "steps")
 
+    def indexed_steps(self, thread_id: str) -> builtins.list[tuple[int, dict[str, Any]]]:
+        """See :meth:`RecordStore.indexed_steps`."""
+        return self._store._run_sync(self._store.indexed_steps(thread_id), "indexed_steps")
+
     def delete_thread(self, thread_id: str) -> None:
         """See :meth:`RecordStore.delete_thread`."""
         self._store._run_sync(self._store.delete_thread(thread_id), "delete_thread")
