@@ -82,6 +82,22 @@ def _times_out_after_refund(world: World, **options: Any) -> Any:
     return refund
 
 
+def _fails_first_before_refund(world: World, error: Exception, **options: Any) -> Any:
+    """A refund tool whose first attempt raises ``error`` before any effect; counts attempts."""
+    attempts = {"n": 0}
+
+    @durable_tool(name="refund", **options)
+    def refund(order_id: str) -> str:
+        """Refund an order."""
+        attempts["n"] += 1
+        if attempts["n"] == 1:
+            raise error
+        world.refund(order_id)
+        return f"refunded {order_id}"
+
+    return refund, attempts
+
+
 async def test_a_tool_that_raised_after_its_effect_is_not_run_again(
     durable_backend: Backend, tmp_path: Path
 ) -> None:
@@ -119,16 +135,9 @@ async def test_reconcile_finding_nothing_runs_a_failed_tool_again(
     durable_backend: Backend, tmp_path: Path
 ) -> None:
     world = World(tmp_path / "world.db")
-    attempts = {"n": 0}
-
-    @durable_tool(name="refund", reconcile=lambda args, key: None)
-    def refund(order_id: str) -> str:
-        """Refund an order; the first attempt times out before reaching the API."""
-        attempts["n"] += 1
-        if attempts["n"] == 1:
-            raise TimeoutError("connect timeout")
-        world.refund(order_id)
-        return f"refunded {order_id}"
+    refund, _ = _fails_first_before_refund(
+        world, TimeoutError("connect timeout"), reconcile=lambda args, key: None
+    )
 
     result, _ = await _fail_then_resume(durable_backend, lambda: refund)
     assert result["messages"][-1].content == "refunded A1"
@@ -139,16 +148,10 @@ async def test_an_exception_declared_as_raised_before_any_effect_runs_again(
     durable_backend: Backend, tmp_path: Path
 ) -> None:
     world = World(tmp_path / "world.db")
-    attempts = {"n": 0}
-
-    @durable_tool(name="refund", raises_before_effect=(InvalidOrderError,))
-    def refund(order_id: str) -> str:
-        """Refund an order; the API validates before it moves money."""
-        attempts["n"] += 1
-        if attempts["n"] == 1:
-            raise InvalidOrderError("order A1 is locked for a minute")
-        world.refund(order_id)
-        return f"refunded {order_id}"
+    refund, attempts = _fails_first_before_refund(
+        world, InvalidOrderError("order A1 is locked for a minute"),
+        raises_before_effect=(InvalidOrderError,),
+    )  # fmt: skip
 
     result, steps = await _fail_then_resume(durable_backend, lambda: refund)
     assert result["messages"][-1].content == "refunded A1"
@@ -161,19 +164,14 @@ async def test_a_subclass_of_a_declared_exception_is_declared_too(
     durable_backend: Backend, tmp_path: Path
 ) -> None:
     world = World(tmp_path / "world.db")
-    attempts = {"n": 0}
 
     class LockedOrderError(InvalidOrderError):
         pass
 
-    @durable_tool(name="refund", raises_before_effect=(ValueError, InvalidOrderError))
-    def refund(order_id: str) -> str:
-        """Refund an order."""
-        attempts["n"] += 1
-        if attempts["n"] == 1:
-            raise LockedOrderError("order A1 is locked")
-        world.refund(order_id)
-        return f"refunded {order_id}"
+    refund, _ = _fails_first_before_refund(
+        world, LockedOrderError("order A1 is locked"),
+        raises_before_effect=(ValueError, InvalidOrderError),
+    )  # fmt: skip
 
     result, _ = await _fail_then_resume(durable_backend, lambda: refund)
     assert result["messages"][-1].content == "refunded A1"
