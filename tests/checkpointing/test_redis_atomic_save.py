@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import asyncio
 import threading
+import uuid
 from collections.abc import Awaitable, Callable
 from typing import Any
 
@@ -24,34 +25,54 @@ from tests.checkpointing.gate_graph import build
 from tether.checkpointing.opener import open_checkpointer
 from tether.store import store_for
 
-_STOP = "tether-test-monitor-stop"
-
 
 async def monitored(url: str, action: Callable[[], Awaitable[Any]]) -> list[dict[str, Any]]:
-    """The commands Redis ran while ``action`` ran, as MONITOR reports them (all clients)."""
+    """The commands Redis ran while ``action`` ran, as MONITOR reports them (all clients).
+
+    MONITOR sees every client of the server, including other test workers; a
+    line the client library cannot parse is skipped rather than ending the
+    watch, and anything else that stops the watcher fails the test with its
+    own error instead of a timeout.
+    """
+    # Markers unique to this call: another test worker's MONITOR sees them too.
+    stop = f"tether-test-monitor-stop-{uuid.uuid4().hex}"
     seen: list[dict[str, Any]] = []
     ready = threading.Event()
+    failure: list[BaseException] = []
 
     def watch() -> None:
-        client = redis.Redis.from_url(url)
-        with client.monitor() as monitor:
-            client.echo(f"{_STOP}-ready")  # through another connection of the pool
-            for command in monitor.listen():
-                if f"{_STOP}-ready" in command["command"]:
-                    ready.set()
-                    continue
-                if _STOP in command["command"]:
-                    return
-                seen.append(command)
+        try:
+            client = redis.Redis.from_url(url)
+            with client.monitor() as monitor:
+                client.echo(f"{stop}-ready")  # through another connection of the pool
+                while True:
+                    try:
+                        command = monitor.next_command()
+                    except (AttributeError, ValueError):  # an unparsable line
+                        continue
+                    if f"{stop}-ready" in command["command"]:
+                        ready.set()
+                        continue
+                    if stop in command["command"]:
+                        return
+                    seen.append(command)
+        except BaseException as error:  # surfaced to the test below
+            failure.append(error)
+            ready.set()
 
     watcher = threading.Thread(target=watch, daemon=True)
     watcher.start()
-    assert await asyncio.to_thread(ready.wait, 10)
+    assert await asyncio.to_thread(ready.wait, 60), "MONITOR did not start within 60 s"
+    if failure:
+        raise failure[0]
     await action()
     probe = Redis.from_url(url)
-    await probe.echo(_STOP)
+    await probe.echo(stop)
     await probe.aclose()
-    await asyncio.to_thread(watcher.join, 10)
+    await asyncio.to_thread(watcher.join, 60)
+    if failure:
+        raise failure[0]
+    assert not watcher.is_alive(), "MONITOR did not see the stop marker within 60 s"
     return seen
 
 
