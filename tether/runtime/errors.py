@@ -1,0 +1,72 @@
+"""The errors the runtime raises. Each names what was wrong and how to fix it.
+
+A missing run, thread, assistant or cron of *another tenant* is reported as
+not found, never as forbidden: a caller learns nothing about ids it may not see.
+"""
+
+from __future__ import annotations
+
+from tether.errors import ConfigurationError, TetherError
+
+__all__ = [
+    "AssistantNotFoundError",
+    "CronNotFoundError",
+    "InvalidRunRequestError",
+    "NotFoundError",
+    "ProjectConfigError",
+    "RunNotActiveError",
+    "RunNotFoundError",
+    "RuntimeSchemaError",
+    "TenantMismatchError",
+    "ThreadBusyError",
+    "ThreadNotFoundError",
+    "UnknownGraphError",
+]
+
+
+class NotFoundError(TetherError, LookupError):
+    """No such object for this tenant."""
+
+
+class RunNotFoundError(NotFoundError):
+    """No run with this id for this tenant."""
+
+
+class ThreadNotFoundError(NotFoundError):
+    """No thread with this id for this tenant."""
+
+
+class AssistantNotFoundError(NotFoundError):
+    """No assistant (or graph) with this id for this tenant."""
+
+
+class CronNotFoundError(NotFoundError):
+    """No cron with this id for this tenant."""
+
+
+class ThreadBusyError(TetherError):
+    """The thread has a pending or running run and the multitask strategy is ``reject``."""
+
+
+class RunNotActiveError(TetherError):
+    """The run has already ended, so it cannot be cancelled or resumed."""
+
+
+class InvalidRunRequestError(TetherError, ValueError):
+    """A run request is malformed; the message names the field and the problem."""
+
+
+class TenantMismatchError(TetherError):
+    """Stored state belongs to another tenant than the run that tried to load it."""
+
+
+class UnknownGraphError(TetherError, LookupError):
+    """No graph with this id is registered in the project."""
+
+
+class ProjectConfigError(ConfigurationError):
+    """``langgraph.json`` (or an object it names) is malformed or cannot be loaded."""
+
+
+class RuntimeSchemaError(TetherError):
+    """The run store's schema is missing, or newer than this version of tether knows."""
