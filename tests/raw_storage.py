@@ -1,12 +1,18 @@
-"""Read a backend's raw storage, bypassing tether and LangGraph, to check what is really stored."""
+"""Read a backend's raw storage, bypassing tether and LangGraph, to check what is really stored.
+
+The reader is chosen by the backend that serves the saver, as tether's backend
+registry recognises it; there is one reader per registered backend.
+"""
 
 from __future__ import annotations
 
+from collections.abc import Awaitable, Callable
 from typing import Any
 
 from langgraph.checkpoint.base import BaseCheckpointSaver
 
 from tests.backends import Backend
+from tether.checkpointing.backends import backend_of
 from tether.checkpointing.delegating import innermost
 from tether.store import store_for
 
@@ -14,23 +20,23 @@ from tether.store import store_for
 async def raw_dump(backend: Backend, saver: BaseCheckpointSaver[Any]) -> list[str]:
     """Every stored row or key of this test's backend, each rendered as text."""
     inner = innermost(saver)
-    if backend.name == "memory":
-        records = store_for(inner)._driver
-        stores = (
-            inner.storage,  # type: ignore[attr-defined]
-            inner.writes,  # type: ignore[attr-defined]
-            inner.blobs,  # type: ignore[attr-defined]
-            records._records,  # type: ignore[attr-defined]
-            records._steps,  # type: ignore[attr-defined]
-        )
-        return [f"{k!r}={v!r}" for store in stores for k, v in _flatten(store)]
-    if backend.name == "sqlite":
-        return await _sqlite_rows(inner)
-    if backend.name == "postgres":
-        return await _postgres_rows(backend.url)
-    if backend.name == "redis":
-        return await _redis_keys(backend)
-    raise ValueError(backend.name)
+    entry = backend_of(inner)
+    if entry is None:
+        raise AssertionError(f"no tether backend serves {type(inner).__name__}")
+    assert entry.name == backend.name, (entry.name, backend.name)
+    return await READERS[entry.name](backend, inner)
+
+
+async def _memory_entries(backend: Backend, inner: Any) -> list[str]:
+    records = store_for(inner).driver
+    stores = (
+        inner.storage,
+        inner.writes,
+        inner.blobs,
+        records._records,  # type: ignore[attr-defined]
+        records._steps,  # type: ignore[attr-defined]
+    )
+    return [f"{k!r}={v!r}" for store in stores for k, v in _flatten(store)]
 
 
 def _flatten(store: dict[Any, Any]) -> list[tuple[Any, Any]]:
@@ -43,7 +49,7 @@ def _flatten(store: dict[Any, Any]) -> list[tuple[Any, Any]]:
     return out
 
 
-async def _sqlite_rows(saver: Any) -> list[str]:
+async def _sqlite_rows(backend: Backend, saver: Any) -> list[str]:
     rows: list[str] = []
     async with saver.conn.execute("SELECT name FROM sqlite_master WHERE type='table'") as cur:
         tables = [r[0] for r in await cur.fetchall()]
@@ -53,11 +59,11 @@ async def _sqlite_rows(saver: Any) -> list[str]:
     return rows
 
 
-async def _postgres_rows(url: str) -> list[str]:
+async def _postgres_rows(backend: Backend, saver: Any) -> list[str]:
     import psycopg
 
     rows: list[str] = []
-    async with await psycopg.AsyncConnection.connect(url, autocommit=True) as conn:
+    async with await psycopg.AsyncConnection.connect(backend.url, autocommit=True) as conn:
         cur = await conn.execute(
             "SELECT schemaname, tablename FROM pg_tables "
             "WHERE schemaname NOT IN ('pg_catalog', 'information_schema')"
@@ -68,7 +74,7 @@ async def _postgres_rows(url: str) -> list[str]:
     return rows
 
 
-async def _redis_keys(backend: Backend) -> list[str]:
+async def _redis_keys(backend: Backend, saver: Any) -> list[str]:
     from redis.asyncio import Redis
 
     client = Redis.from_url(backend.url)
@@ -80,6 +86,14 @@ async def _redis_keys(backend: Backend) -> list[str]:
         await client.aclose()
     return rows
 
+
+# One reader per backend of tether's registry (tests check that none is missing).
+READERS: dict[str, Callable[[Backend, Any], Awaitable[list[str]]]] = {
+    "memory": _memory_entries,
+    "sqlite": _sqlite_rows,
+    "postgres": _postgres_rows,
+    "redis": _redis_keys,
+}
 
 _REDIS_READERS = {
     "string": lambda c, k: c.get(k),

@@ -6,13 +6,15 @@ write and sealed metadata, every record and every step. A value is replaced
 only if it is still the one that was read (a transaction holding its rows on
 PostgreSQL and SQLite, a compare-and-set on Redis), so a worker writing during
 the rotation never loses its write. See ``rotation.py``.
+
+This module holds what they share; each backend's rewriter lives in its own
+module (``_rotators_memory``, ``_rotators_sql``, ``_rotators_redis``), found
+through :mod:`tether.checkpointing.backends`.
 """
 
 from __future__ import annotations
 
 import base64
-import dataclasses
-import importlib
 from dataclasses import dataclass, field, fields
 from typing import Any
 
@@ -20,7 +22,7 @@ from tether.checkpointing import binding
 from tether.checkpointing.encrypted import SEALED_METADATA_KEY
 from tether.checkpointing.encryption import KeyRing
 
-__all__ = ["Counts", "Rotator", "ThreadPass", "rotator_for", "sealed_metadata", "secret_slot"]
+__all__ = ["Counts", "Rotator", "ThreadPass", "sealed_metadata", "secret_slot"]
 
 _ENCRYPTED = "enc1:"  # how the record store marks ciphertext (tether.store.record)
 
@@ -199,104 +201,3 @@ def sealed_metadata(metadata: Any) -> bool:
             metadata if isinstance(metadata, bytes) else metadata.encode()
         )
     return isinstance(metadata, dict) and SEALED_METADATA_KEY in metadata
-
-
-class _Memory(Rotator):
-    async def sealed(self) -> str | None:
-        with self.records._lock:
-            if secret_slot() in self.records._records:
-                return "its keyed-hash secret"
-        return None
-
-    async def threads(self) -> list[str]:
-        saver, records = self.saver, self.records
-        found = set(saver.storage) | {k[0] for k in saver.writes} | {k[0] for k in saver.blobs}
-        with records._lock:
-            found |= {r.thread_id for r in records._records.values()} | set(records._steps)
-        return sorted(found)
-
-    async def rewrite(self, one: ThreadPass) -> None:
-        saver = self.saver
-        serde, thread_id = saver.serde, one.thread_id
-        updates: list[tuple[dict[Any, Any], Any, Any]] = []
-        for key, (type_, blob) in list(saver.blobs.items()):
-            if key[0] == thread_id and type_ != "empty":
-                new = one.rewrap(
-                    blob if type_ == "bytes" else None,
-                    binding.channel(*key),
-                    f"namespace {key[1]!r}, channel {key[2]!r}",
-                )
-                if new is not None:
-                    updates.append((saver.blobs, key, ("bytes", new)))
-        for ns, checkpoints in saver.storage.get(thread_id, {}).items():
-            for cid, (checkpoint_typed, metadata_typed, parent) in list(checkpoints.items()):
-                metadata = serde.loads_typed(metadata_typed)
-                versions = serde.loads_typed(checkpoint_typed).get("channel_versions", {})
-                if one.rewrap_metadata(metadata, ns, cid, versions):
-                    value = (checkpoint_typed, serde.dumps_typed(metadata), parent)
-                    updates.append((checkpoints, cid, value))
-        for (tid, ns, cid), writes in saver.writes.items():
-            if tid != thread_id:
-                continue
-            for inner_key, (task_id, ch, typed, path) in list(writes.items()):
-                new = one.rewrap_write(typed, ns, cid, task_id, ch)
-                if new is not None:
-                    updates.append((writes, inner_key, (task_id, ch, ("bytes", new), path)))
-        for target, key, value in updates:  # all opened: now swap them in
-            target[key] = value
-        self._rewrite_records(one)
-
-    def _rewrite_records(self, one: ThreadPass) -> None:
-        driver = self.records
-        with driver._lock:  # the driver's own lock: no write interleaves
-            for slot, raw in list(driver._records.items()):
-                if raw.thread_id == one.thread_id:
-                    new = one.rewrap_record(raw.kind, raw.key, raw.payload)
-                    if new is not None:
-                        driver._records[slot] = dataclasses.replace(raw, payload=new)
-            log = driver._steps.get(one.thread_id, {})
-            for index, (payload, run_id) in list(log.items()):
-                new = one.rewrap_step(index, payload)
-                if new is not None:
-                    log[index] = (new, run_id)
-
-
-_BASES: dict[str, tuple[str, str, str, str]] = {
-    "memory": ("langgraph.checkpoint.memory", "InMemorySaver", __name__, "_Memory"),
-    "sqlite": (
-        "langgraph.checkpoint.sqlite.aio",
-        "AsyncSqliteSaver",
-        "tether.checkpointing._rotators_sql",
-        "SqliteRotator",
-    ),
-    "postgres": (
-        "langgraph.checkpoint.postgres.aio",
-        "AsyncPostgresSaver",
-        "tether.checkpointing._rotators_sql",
-        "PostgresRotator",
-    ),
-    "redis": (
-        "langgraph.checkpoint.redis.aio",
-        "AsyncRedisSaver",
-        "tether.checkpointing._rotators_redis",
-        "RedisRotator",
-    ),
-}
-
-
-def rotator_for(saver: Any, records: Any) -> Rotator | None:
-    """The rewriter for ``saver``'s upstream saver class, or ``None``.
-
-    Args:
-        saver: The backend saver.
-        records: The record-store driver on the same backend.
-    """
-    for module_name, class_name, rotator_module, rotator_name in _BASES.values():
-        try:
-            module = importlib.import_module(module_name)
-        except ImportError:  # that backend's extra is not installed
-            continue
-        if isinstance(saver, getattr(module, class_name)):
-            rotator: type[Rotator] = getattr(importlib.import_module(rotator_module), rotator_name)
-            return rotator(saver, records)
-    return None

@@ -10,38 +10,76 @@ without checkpoints, which the next delete of the same thread removes (both
 steps are idempotent). The other order could leave a resumable run whose
 recorded answers and tool claims are gone, and resuming it would ask the model
 again and repeat tool effects.
+
+The deleting methods take collections of ids; :func:`check_ids` is the one
+check of those arguments, called once by each public method before anything
+is deleted.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable
 from typing import Any
 
 from langgraph.checkpoint.base import BaseCheckpointSaver
 
-__all__ = ["check_run_ids", "delete_records_of_runs", "delete_records_of_threads"]
+from tether.errors import TetherError
+
+__all__ = [
+    "IdArgumentError",
+    "check_ids",
+    "check_run_ids",
+    "check_thread_ids",
+    "delete_records_of_runs",
+    "delete_records_of_threads",
+]
 
 
-def check_run_ids(run_ids: Sequence[str]) -> list[str]:
-    """``run_ids`` as a list of str, refusing a bare string.
+class IdArgumentError(TetherError, TypeError):
+    """A method that takes a collection of ids got one string, or no collection at all."""
 
-    A bare ``"abc"`` is a sequence of the runs ``a``, ``b`` and ``c``; deleting
-    those would be silent data loss, so it is refused on every backend.
+
+def check_ids(ids: Iterable[str], *, argument: str, caller: str) -> list[str]:
+    """``ids`` as a list of str, refusing a bare string: the one check of id collections.
+
+    A bare ``"abc"`` iterates as the ids ``a``, ``b`` and ``c`` (and ``b"abc"``
+    as ``97``, ``98`` and ``99``); deleting or pruning those would be silent
+    data loss. Every public method that takes a collection of run or thread ids
+    (the savers' ``delete_for_runs`` and ``prune``, the record store's
+    ``delete_runs``) calls this once, before anything is touched, so every
+    backend refuses the same input with the same error.
+
+    Args:
+        ids: What the caller passed.
+        argument: The parameter's name, e.g. ``"run_ids"``.
+        caller: The public method's name, e.g. ``"delete_for_runs"``.
 
     Raises:
-        TypeError: ``run_ids`` is a str or bytes, or not iterable.
+        IdArgumentError: ``ids`` is a str or bytes, or not iterable.
     """
-    if isinstance(run_ids, (str, bytes)):
-        raise TypeError(
-            f"delete_for_runs() takes a sequence of run ids, not a single string "
-            f"({run_ids!r}); pass [{run_ids!r}]"
+    what = argument.removesuffix("_ids").replace("_", " ")
+    if isinstance(ids, str | bytes | bytearray):
+        raise IdArgumentError(
+            f"{caller}() argument {argument} takes a collection of {what} ids, not a single "
+            f"string ({ids!r}); pass [{ids!r}]"
         )
     try:
-        return [str(r) for r in run_ids]
+        return [str(i) for i in ids]
     except TypeError:
-        raise TypeError(
-            f"delete_for_runs() takes a sequence of run ids, not {type(run_ids).__name__}"
+        raise IdArgumentError(
+            f"{caller}() argument {argument} takes a collection of {what} ids, "
+            f"not {type(ids).__name__}"
         ) from None
+
+
+def check_run_ids(run_ids: Iterable[str], caller: str = "delete_for_runs") -> list[str]:
+    """:func:`check_ids` for the ``run_ids`` argument of ``caller``."""
+    return check_ids(run_ids, argument="run_ids", caller=caller)
+
+
+def check_thread_ids(thread_ids: Iterable[str], caller: str = "prune") -> list[str]:
+    """:func:`check_ids` for the ``thread_ids`` argument of ``caller``."""
+    return check_ids(thread_ids, argument="thread_ids", caller=caller)
 
 
 async def delete_records_of_threads(

@@ -11,7 +11,7 @@ from langgraph.checkpoint.base import CheckpointTuple
 from langgraph.checkpoint.memory import InMemorySaver
 from langgraph.constants import TASKS
 
-from tether.checkpointing.cascade import check_run_ids
+from tether.checkpointing.cascade import check_run_ids, check_thread_ids
 from tether.checkpointing.prune import (
     CheckpointRow,
     check_prune_args,
@@ -81,12 +81,12 @@ class MemorySaver(InMemorySaver):
             strategy: ``"keep_latest"`` or ``"delete"``.
 
         Raises:
-            TypeError: ``thread_ids`` is a single string.
+            IdArgumentError: ``thread_ids`` is a single string, or not a collection.
             ConfigurationError: ``strategy`` is unknown.
             NotImplementedError: ``"keep_latest"`` on a thread that uses a
                 ``DeltaChannel``; nothing is pruned then.
         """
-        threads = check_prune_args(thread_ids, strategy)
+        threads = check_prune_args(check_thread_ids(thread_ids), strategy)
         if strategy == "delete":
             for thread_id in threads:
                 self.delete_thread(thread_id)

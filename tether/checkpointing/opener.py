@@ -2,32 +2,18 @@
 
 from __future__ import annotations
 
-import importlib
 from collections.abc import AsyncIterator
-from contextlib import AbstractAsyncContextManager, asynccontextmanager
-from typing import Any, Protocol
+from contextlib import asynccontextmanager
+from typing import Any
 
 from langgraph.checkpoint.base import BaseCheckpointSaver
 
+from tether.checkpointing.backends import BackendEntry, backend_named
 from tether.checkpointing.encryption import ENV_KEYS, KeyRing, MissingKeyError
-from tether.checkpointing.url import CheckpointerURL, parse_url, redact
+from tether.checkpointing.url import parse_url, redact
 from tether.errors import ConfigurationError
 
 __all__ = ["open_checkpointer"]
-
-
-class _Opener(Protocol):
-    def __call__(
-        self, url: CheckpointerURL, **options: Any
-    ) -> AbstractAsyncContextManager[BaseCheckpointSaver[Any]]: ...
-
-
-def _backend_opener(backend: str) -> _Opener:
-    # Imported lazily: each backend's module raises MissingDependencyError naming
-    # the extra to install when its driver is absent.
-    module = importlib.import_module(f"tether.checkpointing.{backend}")
-    opener: _Opener = getattr(module, f"open_{backend}")
-    return opener
 
 
 def _key_ring(encryption: KeyRing | bool | None) -> KeyRing | None:
@@ -50,17 +36,17 @@ def _key_ring(encryption: KeyRing | bool | None) -> KeyRing | None:
     )
 
 
-async def _refuse_sealed_store(saver: BaseCheckpointSaver[Any], url: str) -> None:
+async def _refuse_sealed_store(
+    backend: BackendEntry, saver: BaseCheckpointSaver[Any], url: str
+) -> None:
     """Fail closed when a store opened without a key holds envelopes.
 
     Without this, envelopes would come back as raw bytes and new state would be
     written in clear beside them.
     """
-    from tether.checkpointing._rotators import rotator_for
     from tether.store import store_for  # the store package builds on this one
 
-    rotator = rotator_for(saver, store_for(saver).driver)
-    found = None if rotator is None else await rotator.sealed()
+    found = await backend.rotator_for(saver, store_for(saver).driver).sealed()
     if found is not None:
         raise MissingKeyError(
             f"the checkpointer at {redact(url)} holds encrypted data ({found} is encrypted) "
@@ -109,10 +95,10 @@ async def open_checkpointer(url: str, **options: Any) -> AsyncIterator[BaseCheck
             "or pass encryption=KeyRing(...)"
         )
     parsed = parse_url(url)
-    opener = _backend_opener(parsed.backend)
-    async with opener(parsed, **options) as saver:
+    backend = backend_named(parsed.backend)
+    async with backend.open(parsed, **options) as saver:
         if ring is None:
-            await _refuse_sealed_store(saver, url)
+            await _refuse_sealed_store(backend, saver, url)
             yield saver
         else:
             from tether.checkpointing.encrypted import EncryptedSaver

@@ -14,6 +14,7 @@ from langgraph.checkpoint.base import CheckpointTuple
 from tether.checkpointing._bridge import SyncBridge, read_all
 from tether.checkpointing.cascade import (
     check_run_ids,
+    check_thread_ids,
     delete_records_of_runs,
     delete_records_of_threads,
 )
@@ -112,7 +113,7 @@ class PostgresSaver(SyncBridge, AsyncPostgresSaver):
 
     async def aprune(self, thread_ids: Sequence[str], *, strategy: str = "keep_latest") -> None:
         """Upstream's prune; with ``strategy="delete"`` tether's records of the threads go too."""
-        ids = check_prune_args(thread_ids, strategy)
+        ids = check_prune_args(check_thread_ids(thread_ids), strategy)
         await super().aprune(ids, strategy=strategy)
         if strategy == "delete":
             await delete_records_of_threads(self, ids)

@@ -35,7 +35,8 @@ from typing import Any
 
 from langgraph.checkpoint.base import BaseCheckpointSaver
 
-from tether.checkpointing._rotators import Counts, ThreadPass, rotator_for
+from tether.checkpointing._rotators import Counts, ThreadPass
+from tether.checkpointing.backends import backend_of
 from tether.checkpointing.delegating import DelegatingSaver, innermost
 from tether.checkpointing.encrypted import EncryptedSaver
 from tether.errors import ConfigurationError
@@ -120,13 +121,10 @@ async def rotate_keys(
 
     layer = encrypted_layer(saver)
     backend = innermost(layer)
-    try:
-        records = store_for(layer).driver
-    except ConfigurationError:
-        records = None
-    rotator = rotator_for(backend, records) if records is not None else None
-    if rotator is None:
+    entry = backend_of(backend)
+    if entry is None:
         raise ConfigurationError(f"key rotation does not support {type(backend).__name__}")
+    rotator = entry.rotator_for(backend, store_for(layer).driver)
     report = RotationReport(active_key_id=layer.encryption.active_key_id)
     threads = await rotator.threads()
     if SECRET_THREAD in threads:  # the store's own records (its keyed-hash secret), first

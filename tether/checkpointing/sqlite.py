@@ -14,6 +14,7 @@ from langgraph.constants import TASKS
 from tether.checkpointing._bridge import SyncBridge, read_all
 from tether.checkpointing.cascade import (
     check_run_ids,
+    check_thread_ids,
     delete_records_of_runs,
     delete_records_of_threads,
 )
@@ -145,12 +146,12 @@ class SqliteSaver(SyncBridge, AsyncSqliteSaver):
             strategy: ``"keep_latest"`` or ``"delete"``.
 
         Raises:
-            TypeError: ``thread_ids`` is a single string.
+            IdArgumentError: ``thread_ids`` is a single string, or not a collection.
             ConfigurationError: ``strategy`` is unknown.
             NotImplementedError: ``"keep_latest"`` on a thread that uses a
                 ``DeltaChannel``; nothing is pruned then.
         """
-        ids = check_prune_args(thread_ids, strategy)
+        ids = check_prune_args(check_thread_ids(thread_ids), strategy)
         if not ids:
             return
         await self.setup()

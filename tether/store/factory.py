@@ -7,8 +7,8 @@ import weakref
 from typing import Any
 
 from langgraph.checkpoint.base import BaseCheckpointSaver
-from langgraph.checkpoint.memory import InMemorySaver
 
+from tether.checkpointing.backends import backend_of, known_backends
 from tether.checkpointing.delegating import DelegatingSaver, innermost
 from tether.errors import ConfigurationError
 from tether.store.record import Cipher, RecordDriver, RecordStore
@@ -33,29 +33,13 @@ def _cipher(saver: BaseCheckpointSaver[Any]) -> Cipher | None:
 
 
 def _driver(base: BaseCheckpointSaver[Any]) -> RecordDriver:
-    # Imported by name so a missing optional driver only matters for its backend.
-    kind = type(base).__mro__
-    names = {cls.__module__ + "." + cls.__name__ for cls in kind}
-    if "langgraph.checkpoint.sqlite.aio.AsyncSqliteSaver" in names:
-        from tether.store.sqlite import SqliteDriver
-
-        return SqliteDriver(base)
-    if "langgraph.checkpoint.postgres.aio.AsyncPostgresSaver" in names:
-        from tether.store.postgres import PostgresDriver
-
-        return PostgresDriver(base)
-    if "langgraph.checkpoint.redis.aio.AsyncRedisSaver" in names:
-        from tether.store.redis import RedisDriver
-
-        return RedisDriver(base)
-    if isinstance(base, InMemorySaver):
-        from tether.store.memory import MemoryDriver
-
-        return MemoryDriver()
-    raise ConfigurationError(
-        f"no record store for checkpointer type {type(base).__name__}; open the checkpointer "
-        "with tether.open_checkpointer() (memory, sqlite, postgres or redis)"
-    )
+    backend = backend_of(base)
+    if backend is None:
+        raise ConfigurationError(
+            f"no record store for checkpointer type {type(base).__name__}; open the "
+            f"checkpointer with tether.open_checkpointer() ({known_backends()})"
+        )
+    return backend.record_driver_for(base)
 
 
 def store_for(saver: BaseCheckpointSaver[Any]) -> RecordStore:

@@ -21,6 +21,7 @@ from typing import Any, Protocol, TypeVar
 
 from tether._loops import wait_on_loop
 from tether.checkpointing import binding
+from tether.checkpointing.cascade import check_run_ids
 from tether.checkpointing.encryption import ENV_KEYS, MissingKeyError
 from tether.errors import TetherError
 from tether.store.keyed import KeyedHash, load_keyed_hash
@@ -408,8 +409,12 @@ class RecordStore:
         _forget([thread])
 
     async def delete_runs(self, run_ids: builtins.list[str]) -> None:
-        """Delete every record and step written by the given runs."""
-        runs = [str(r) for r in run_ids]
+        """Delete every record and step written by the given runs.
+
+        Raises:
+            IdArgumentError: ``run_ids`` is a single string, or not a collection.
+        """
+        runs = check_run_ids(run_ids, "delete_runs")
         if runs:
             await self._call(self._driver.delete_runs(runs))
             _forget(None)

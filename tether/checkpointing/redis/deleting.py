@@ -45,13 +45,9 @@ class Deleting(RedisBase):
 
         A checkpoint belongs to the run its config's ``run_id`` names, or else its
         metadata's. A thread's latest-checkpoint pointer moves back to the newest
-        checkpoint left in its namespace.
-
-        Raises:
-            TypeError: ``run_ids`` is a single string.
+        checkpoint left in its namespace. ``run_ids`` is checked by the public
+        method (:meth:`RedisSaver.adelete_for_runs`).
         """
-        if isinstance(run_ids, str):
-            raise TypeError("run_ids must be a sequence of run ids, not a single str")
         safe = [to_storage_safe_id(str(run_id)) for run_id in run_ids]
         doomed: dict[str, set[tuple[str, str]]] = defaultdict(set)
         for chunk in chunks(safe, 100):

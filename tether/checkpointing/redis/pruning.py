@@ -14,6 +14,7 @@ from langgraph.checkpoint.redis.util import (
 from langgraph.constants import TASKS
 from redis.commands.search.document import Document
 
+from tether.checkpointing.cascade import check_thread_ids
 from tether.checkpointing.prune import (
     CheckpointRow,
     check_prune_args,
@@ -44,12 +45,12 @@ class Pruning(Deleting):
         every backend.
 
         Raises:
-            TypeError: ``thread_ids`` is a single string.
+            IdArgumentError: ``thread_ids`` is a single string, or not a collection.
             ConfigurationError: ``strategy`` is unknown.
             NotImplementedError: ``"keep_latest"`` on a thread that uses a
                 ``DeltaChannel``; nothing is pruned then.
         """
-        threads = check_prune_args(thread_ids, strategy)
+        threads = check_prune_args(check_thread_ids(thread_ids), strategy)
         if strategy == "delete":
             for thread_id in threads:
                 await self.adelete_thread(thread_id)
