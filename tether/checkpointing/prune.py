@@ -21,6 +21,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from tether.checkpointing.cascade import check_thread_ids
 from tether.errors import ConfigurationError
 
 __all__ = [
@@ -53,17 +54,16 @@ def check_prune_args(thread_ids: Sequence[str], strategy: str) -> list[str]:
         The thread ids as a list of strings.
 
     Raises:
-        TypeError: ``thread_ids`` is a single string (which would otherwise be
-            pruned one character at a time).
+        IdArgumentError: ``thread_ids`` is a single string or bytes (which would
+            otherwise be pruned one character at a time), or not a collection.
         ConfigurationError: ``strategy`` is unknown.
     """
-    if isinstance(thread_ids, str):
-        raise TypeError("thread_ids must be a sequence of thread ids, not a single str")
+    ids = check_thread_ids(thread_ids)
     if strategy not in PRUNE_STRATEGIES:
         raise ConfigurationError(
             f"unknown prune strategy {strategy!r}; use one of {', '.join(PRUNE_STRATEGIES)}"
         )
-    return [str(t) for t in thread_ids]
+    return ids
 
 
 def uses_delta_channel(metadata: Mapping[str, Any]) -> bool:
