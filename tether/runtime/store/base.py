@@ -223,7 +223,9 @@ class WorkerInfo:
 class RunStore(Protocol):
     """The run store (design §3.2-§3.7). Open one with ``tether.runtime.store.open_run_store``."""
 
-    dialect: Literal["postgres", "sqlite"]
+    @property
+    def dialect(self) -> Literal["postgres", "sqlite"]:
+        """Which backend this is."""
 
     # -- schema ---------------------------------------------------------------------------
 
@@ -442,8 +444,12 @@ class RunStore(Protocol):
         A run missing from the result, or with another fence, was lost.
         """
 
-    async def release(self, hold: Hold, *, reason: str = "") -> Run:
-        """Hand a held run back as ``pending`` (drain, lease doubt); ``attempt`` is not spent.
+    async def release(self, hold: Hold, *, reason: str = "", retry: bool = False) -> Run:
+        """Hand a held run back as ``pending`` for any worker to claim again (§3.3.4).
+
+        A hand-back (SIGTERM drain, lease in doubt) does not spend an attempt;
+        with ``retry=True`` (a retriable error) the attempt counts toward
+        ``max_attempts``, as LangGraph counts its retries. Event ``run.released``.
 
         Raises ``FenceLostError`` (nothing written) when the fence moved on.
         """
