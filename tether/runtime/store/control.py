@@ -13,11 +13,12 @@ from typing import Any, cast, get_args
 from tether.runtime.errors import AlreadyExistsError, InvalidRunRequestError, RunNotActiveError
 from tether.runtime.ids import check_id, new_id
 from tether.runtime.models import Assistant, CancelAction, IfExists, Run, RunStatus
-from tether.runtime.store.base import NewEvent
+from tether.runtime.store.base import NewEvent, Outcome
 from tether.runtime.store.validation import COMMAND_KEYS, ValidRun, check_mapping, encode
 
 __all__ = [
     "NewAssistant",
+    "attempts_exceeded",
     "cancel_event",
     "check_action",
     "check_cancellable",
@@ -28,6 +29,7 @@ __all__ = [
     "created_event",
     "existing_assistant",
     "existing_thread",
+    "finished_data",
     "new_assistant",
     "no_assistant",
     "no_run",
@@ -185,3 +187,27 @@ def existing_thread(owner: str, thread_id: str, tenant: str, if_exists: IfExists
     if owner == tenant and if_exists == "do_nothing":
         return
     raise AlreadyExistsError(f"thread {thread_id!r} already exists")
+
+
+def finished_data(outcome: Outcome) -> dict[str, Any]:
+    """The ``run.finished`` event's data: ``{status, error?, waiting_on?, reason?}``."""
+    data: dict[str, Any] = {"status": outcome.status}
+    if outcome.error is not None:
+        data["error"] = dict(outcome.error)
+    if outcome.waiting_on:
+        data["waiting_on"] = [w.as_dict() for w in outcome.waiting_on]
+    if outcome.reason:
+        data["reason"] = outcome.reason
+    return data
+
+
+def attempts_exceeded(run: Run) -> Outcome:
+    """The outcome of a claim beyond ``max_attempts`` (LangGraph's wording, §2.1)."""
+    error = {
+        "error": "RunAttemptsExceeded",
+        "message": f"Run {run.run_id} exceeded max attempts ({run.max_attempts}): its worker "
+        "stopped before finishing it on every attempt",
+    }
+    return Outcome(
+        "error", "error", error=error, thread_error=error, reason="max attempts exceeded"
+    )

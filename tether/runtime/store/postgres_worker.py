@@ -22,10 +22,11 @@ from psycopg_pool import AsyncConnectionPool
 from tether.runtime.errors import FenceLostError
 from tether.runtime.models import Run
 from tether.runtime.store.base import KEEP, Claim, Held, Hold, NewEvent, Outcome, WorkerInfo
+from tether.runtime.store.control import attempts_exceeded, finished_data
 from tether.runtime.store.encoding import dumps
 from tether.runtime.store.rows import POSTGRES
 
-__all__ = ["PostgresWorkerPlane", "attempts_exceeded", "finished_data"]
+__all__ = ["PostgresWorkerPlane", "insert_events"]
 
 Cursor = AsyncCursor[DictRow]
 
@@ -126,30 +127,6 @@ UPDATE tether_runs
    SET lease_expires_at = now() + make_interval(secs => %(lease)s)
  WHERE worker_id = %(worker)s AND status = 'running'
 RETURNING run_id, fence, cancel_action, cancel_reason, deadline_at"""
-
-
-def finished_data(outcome: Outcome) -> dict[str, Any]:
-    """The ``run.finished`` event's data: ``{status, error?, waiting_on?, reason?}``."""
-    data: dict[str, Any] = {"status": outcome.status}
-    if outcome.error is not None:
-        data["error"] = dict(outcome.error)
-    if outcome.waiting_on:
-        data["waiting_on"] = [w.as_dict() for w in outcome.waiting_on]
-    if outcome.reason:
-        data["reason"] = outcome.reason
-    return data
-
-
-def attempts_exceeded(run: Run) -> Outcome:
-    """The outcome of a claim beyond ``max_attempts`` (LangGraph's wording, §2.1)."""
-    error = {
-        "error": "RunAttemptsExceeded",
-        "message": f"Run {run.run_id} exceeded max attempts ({run.max_attempts}): its worker "
-        "stopped before finishing it on every attempt",
-    }
-    return Outcome(
-        "error", "error", error=error, thread_error=error, reason="max attempts exceeded"
-    )
 
 
 async def insert_events(

@@ -9,17 +9,21 @@ two conversions; everything else is shared. Columns that may hold sealed values
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import UTC, datetime
-from typing import Any
+from typing import Any, Protocol
 
 from tether.runtime.models import Assistant, Run, RunEvent, Thread, WaitingOn
 from tether.runtime.store.encoding import loads, loads_or_none
 
-__all__ = ["POSTGRES", "SQLITE", "Dialect"]
+__all__ = ["POSTGRES", "SQLITE", "Dialect", "Row"]
 
-Row = Mapping[str, Any]
+
+class Row(Protocol):
+    """A row read by column name (psycopg's dict rows, ``sqlite3.Row``)."""
+
+    def __getitem__(self, key: str, /) -> Any: ...
 
 
 def _pg_time(value: Any) -> datetime | None:
