@@ -27,10 +27,10 @@ async def claim_one(store: RunStore, worker: str = "w1", *, lease: float = LEASE
     return claims[0]
 
 
-async def take_over(store: RunStore, worker: str = "w2") -> Claim:
+async def take_over(store: RunStore, worker: str = "w2", *, lease: float = LEASE) -> Claim:
     """Wait for a short lease to expire, then take the run over."""
     for _ in range(200):
-        claims = await store.claim_expired(worker, graphs=[GRAPH], limit=1, lease=LEASE)
+        claims = await store.claim_expired(worker, graphs=[GRAPH], limit=1, lease=lease)
         if claims:
             return claims[0]
         await asyncio.sleep(SHORT_LEASE)
