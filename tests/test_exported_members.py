@@ -39,6 +39,7 @@ EXPECTED = [
     "durable_tool",
     "expire_due",
     "expire_due_sync",
+    "forget_thread",
     "open_checkpointer",
     "open_checkpointer_sync",
     "pin_versions",

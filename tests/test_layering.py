@@ -24,6 +24,18 @@ CASES = {
     "tether.steps": ("tether.approvals", "tether.graphs", "tether.crashtest"),
     "tether.approvals": ("tether.graphs", "tether.crashtest"),
     "tether.crashtest.harness": ("tether.graphs", "tether.demo", "tether.cli"),
+    # What the runtime lends the layers below it: they import it, so it imports none of them.
+    "tether.boundaries": (
+        "tether.checkpointing",
+        "tether.store",
+        "tether.steps",
+        "tether.approvals",
+        "tether.graphs",
+        "tether.crashtest",
+        "tether.runtime",
+        "tether.demo",
+        "tether.cli",
+    ),
 }
 
 
@@ -46,6 +58,17 @@ def test_a_layer_loads_nothing_above_it(module: str) -> None:
     assert module in loaded
     above = [m for m in loaded if any(m == p or m.startswith(p + ".") for p in CASES[module])]
     assert above == []
+
+
+def test_boundaries_load_only_the_errors_and_the_crash_point_hook() -> None:
+    assert _loaded_by("tether.boundaries") == [
+        "tether",
+        "tether._crashpoints",
+        "tether._lazy",
+        "tether._version",
+        "tether.boundaries",
+        "tether.errors",
+    ]
 
 
 def test_import_tether_checkpointing_stays_small() -> None:

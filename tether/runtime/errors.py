@@ -9,8 +9,10 @@ from __future__ import annotations
 from tether.errors import ConfigurationError, TetherError
 
 __all__ = [
+    "AlreadyExistsError",
     "AssistantNotFoundError",
     "CronNotFoundError",
+    "FenceLostError",
     "InvalidRunRequestError",
     "NotFoundError",
     "ProjectConfigError",
@@ -70,3 +72,23 @@ class ProjectConfigError(ConfigurationError):
 
 class RuntimeSchemaError(TetherError):
     """The run store's schema is missing, or newer than this version of tether knows."""
+
+
+class AlreadyExistsError(TetherError):
+    """An assistant, thread or run with this id already exists."""
+
+
+class FenceLostError(TetherError):
+    """A worker's write for a run was refused: the run's fence moved on (taken over,
+    handed back, finished or deleted), so this worker no longer holds it.
+
+    Nothing was written. The worker stops the run without writing anything more.
+    """
+
+    def __init__(self, run_id: str, fence: int) -> None:
+        self.run_id = run_id
+        self.fence = fence
+        super().__init__(
+            f"run {run_id} no longer holds fence {fence}: another worker took it over, "
+            "or it was handed back, finished or deleted; nothing was written"
+        )

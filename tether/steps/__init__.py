@@ -8,6 +8,7 @@ from tether.steps.errors import (
     ToolOutcomeUnknownError,
     VersionMismatchError,
 )
+from tether.steps.forget import forget_thread
 from tether.steps.log import Step, append_step, read_steps, read_steps_sync
 from tether.steps.model import RecordedChatModel, RecordedModel, recorded
 from tether.steps.tools import DurableTool, ReconcileResult, durable_tool, idempotency_key
@@ -32,6 +33,7 @@ __all__ = [
     "VersionPins",
     "append_step",
     "durable_tool",
+    "forget_thread",
     "graph_fingerprint",
     "idempotency_key",
     "pin_versions",

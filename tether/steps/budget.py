@@ -11,6 +11,7 @@ run first spends; later code changes do not reset them, only an extension does.
 from __future__ import annotations
 
 import threading
+from collections import OrderedDict
 from dataclasses import dataclass
 from typing import Any, Literal, TypeVar
 
@@ -21,7 +22,7 @@ from tether.steps.log import scope_step
 from tether.steps.scope import BUDGET_KEY, NodeScope
 from tether.store.ownership import on_forget
 
-__all__ = ["Budget", "Ledger", "Price", "with_budget"]
+__all__ = ["Budget", "Ledger", "Price", "drop_thread", "with_budget"]
 
 G = TypeVar("G")
 
@@ -100,7 +101,11 @@ class Ledger:
         )
 
 
-_ledgers: dict[tuple[int, str], Ledger] = {}
+# Least recently used last: a long-lived worker sees every thread once, so the
+# cache is bounded like ``known``'s (records stay the truth; an evicted ledger is
+# read again).
+_MAX_LEDGERS = 1024
+_ledgers: OrderedDict[tuple[int, str], Ledger] = OrderedDict()
 _ledgers_lock = threading.Lock()
 
 
@@ -114,6 +119,11 @@ def _forget_ledgers(threads: frozenset[str] | None) -> None:
 on_forget(_forget_ledgers)
 
 
+def drop_thread(thread_id: str) -> None:
+    """Drop the cached ledger of the run rooted at ``thread_id`` (under every store)."""
+    _forget_ledgers(frozenset((thread_id,)))
+
+
 async def ledger_for(scope: NodeScope) -> Ledger | None:
     """The run's ledger, read from the records once per process; ``None`` without a budget."""
     budget = scope.configurable.get(BUDGET_KEY)
@@ -122,8 +132,9 @@ async def ledger_for(scope: NodeScope) -> Ledger | None:
     cache_key = (id(scope.store), scope.root)
     with _ledgers_lock:
         ledger = _ledgers.get(cache_key)
-    if ledger is not None:
-        return ledger
+        if ledger is not None:
+            _ledgers.move_to_end(cache_key)
+            return ledger
     store = scope.store
     await store.insert("budget", scope.root, budget.limits(), thread_id=scope.root)
     record = await store.get("budget", scope.root)
@@ -132,7 +143,10 @@ async def ledger_for(scope: NodeScope) -> Ledger | None:
         ledger.tokens += int(spend.value.get("tokens", 0))
         ledger.cost_usd += float(spend.value.get("cost_usd", 0.0))
     with _ledgers_lock:
-        return _ledgers.setdefault(cache_key, ledger)
+        ledger = _ledgers.setdefault(cache_key, ledger)
+        while len(_ledgers) > _MAX_LEDGERS:
+            _ledgers.popitem(last=False)
+        return ledger
 
 
 async def charge(scope: NodeScope, ledger: Ledger, key: str, tokens: int, cost: float) -> None:

@@ -16,7 +16,7 @@ from collections import OrderedDict
 
 from tether.store import RecordStore
 
-__all__ = ["forget_thread", "known", "remember"]
+__all__ = ["drop_thread", "forget_thread", "known", "remember"]
 
 _KINDS = ("model", "tool")
 _MAX_THREADS = 1024
@@ -56,3 +56,10 @@ def forget_thread(store: RecordStore, thread_id: str) -> None:
     """Drop what this process knows about a thread (e.g. after deleting it)."""
     with _lock:
         _keys.pop((id(store), thread_id), None)
+
+
+def drop_thread(thread_id: str) -> None:
+    """Drop what this process knows about a thread, under every store it was read through."""
+    with _lock:
+        for slot in [slot for slot in _keys if slot[1] == thread_id]:
+            del _keys[slot]

@@ -14,6 +14,7 @@ from __future__ import annotations
 import hashlib
 import json
 import threading
+from collections import OrderedDict
 from dataclasses import dataclass, field
 from typing import Any, Literal, TypeVar
 
@@ -21,7 +22,7 @@ from tether.steps.errors import VersionMismatchError
 from tether.steps.log import scope_step
 from tether.steps.scope import PINS_KEY, NodeScope
 
-__all__ = ["VersionPins", "graph_fingerprint", "pin_versions"]
+__all__ = ["VersionPins", "drop_thread", "graph_fingerprint", "pin_versions"]
 
 G = TypeVar("G")
 Policy = Literal["pinned", "migrate"]
@@ -95,8 +96,18 @@ def pin_versions(
     return configured
 
 
-_checked: set[tuple[int, str, str]] = set()
+# (store, thread, versions) already recorded or compared in this process; least
+# recently used first, bounded like ``known``'s keys (an evicted entry is compared again).
+_MAX_CHECKED = 1024
+_checked: OrderedDict[tuple[int, str, str], None] = OrderedDict()
 _checked_lock = threading.Lock()
+
+
+def drop_thread(thread_id: str) -> None:
+    """Forget that the thread's versions were checked (under every store): compare again."""
+    with _checked_lock:
+        for marker in [m for m in _checked if m[1] == thread_id]:
+            del _checked[marker]
 
 
 async def ensure_pins(scope: NodeScope) -> VersionPins | None:
@@ -108,6 +119,7 @@ async def ensure_pins(scope: NodeScope) -> VersionPins | None:
     marker = (id(scope.store), scope.thread_id, json.dumps(current, sort_keys=True))
     with _checked_lock:
         if marker in _checked:
+            _checked.move_to_end(marker)
             return pins
     store = scope.store
     value = {"versions": current}
@@ -135,5 +147,7 @@ async def ensure_pins(scope: NodeScope) -> VersionPins | None:
             )
             await store.upsert("pins", scope.thread_id, value, thread_id=scope.thread_id)
     with _checked_lock:
-        _checked.add(marker)
+        _checked[marker] = None
+        while len(_checked) > _MAX_CHECKED:
+            _checked.popitem(last=False)
     return pins

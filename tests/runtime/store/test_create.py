@@ -1,0 +1,246 @@
+"""Creating runs: validation, threads, multitask strategies and tenant isolation (§3.3.7)."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime, timedelta
+from typing import Any
+
+import pytest
+
+from tests.runtime.store.helpers import GRAPH, LEASE, claim_one, create, kinds
+from tether.runtime.errors import (
+    AlreadyExistsError,
+    AssistantNotFoundError,
+    InvalidRunRequestError,
+    RunNotFoundError,
+    ThreadBusyError,
+    ThreadNotFoundError,
+)
+from tether.runtime.ids import system_assistant_id
+from tether.runtime.store import NewEvent, NewRun, Outcome, RunStore
+
+PAST = datetime.now(UTC) - timedelta(minutes=1)
+INVALID: list[tuple[dict[str, Any], str]] = [
+    ({"input": {"a": 1}, "command": {"resume": 1}}, "input and command were both given"),
+    ({"thread_id": None, "command": {"resume": 1}}, "You must provide a thread_id when resuming."),
+    ({"command": {"jump": 1}}, "jump is not one"),
+    ({"command": {}}, "command must have some of the keys goto, graph, resume, update"),
+    ({"multitask_strategy": "parallel"}, "multitask_strategy 'parallel' is unknown"),
+    ({"after_seconds": -1}, "after_seconds must be a finite number of seconds >= 0"),
+    ({"after_seconds": float("nan")}, "after_seconds must be a finite number of seconds >= 0"),
+    ({"deadline_at": PAST}, "is in the past"),
+    ({"deadline_at": datetime(2999, 1, 1)}, "deadline_at must be a timezone-aware datetime"),
+    ({"kwargs": {"stream_mode": "everything"}}, "stream_mode 'everything' is unknown"),
+    ({"kwargs": {"stream_mode": ["values", "bogus"]}}, "stream_mode 'bogus' is unknown"),
+    ({"thread_id": ""}, "thread_id must not be empty"),
+    ({"thread_id": "x" * 256}, "thread_id is 256 characters long; the limit is 255"),
+    ({"thread_id": "a\x00b"}, "thread_id 'a\\x00b' contains a NUL character"),
+    ({"thread_id": 42}, "thread_id must be a string, got int"),
+    ({"run_id": ""}, "run_id must not be empty"),
+    ({"if_not_exists": "maybe"}, "if_not_exists 'maybe' is unknown"),
+    ({"on_completion": "archive"}, "on_completion 'archive' is unknown"),
+    ({"step_timeout": 0}, "step_timeout must be a finite number of seconds > 0"),
+    ({"max_attempts": 0}, "max_attempts must be an integer >= 1, got 0"),
+    ({"input": object()}, "input: a builtins.object cannot be stored as JSON"),
+    ({"metadata": ["a"]}, "metadata must be a mapping with string keys"),
+]
+
+
+@pytest.mark.parametrize(("options", "message"), INVALID, ids=[m for _, m in INVALID])
+async def test_a_malformed_request_names_its_problem_and_writes_nothing(
+    store: RunStore, options: dict[str, Any], message: str
+) -> None:
+    options = {"thread_id": "t1", "if_not_exists": "create", **options}
+    with pytest.raises(InvalidRunRequestError) as caught:
+        await store.create_run(NewRun(GRAPH, **options))
+    assert message in str(caught.value)
+    assert await store.list_runs() == []
+    assert await store.list_threads() == []
+
+
+async def test_a_new_run_is_pending_on_a_busy_thread_with_its_created_event(
+    store: RunStore,
+) -> None:
+    run = await create(store, input={"q": 1}, metadata={"m": 2}, kwargs={"stream_mode": "values"})
+    assert (run.status, run.input, run.input_kind, run.attempt, run.fence) == (
+        "pending", {"q": 1}, "input", 0, 0,
+    )  # fmt: skip
+    assert run.graph_id == GRAPH
+    assert run.assistant_id == system_assistant_id(GRAPH)
+    assert run.metadata == {"m": 2}
+    assert run.kwargs == {"stream_mode": "values", "on_completion": "keep", "temporary": False}
+    assert await store.get_run(run.run_id) == run
+    assert (await store.get_thread("t1")).status == "busy"
+    events = await store.events(run.run_id)
+    assert [(e.seq, e.kind, e.fence) for e in events] == [(1, "run.created", None)]
+    assert events[0].data["graph_id"] == GRAPH
+
+
+async def test_a_command_is_stored_as_the_runs_input(store: RunStore) -> None:
+    run = await create(store, command={"resume": {"ok": True}})
+    assert (run.input_kind, run.input) == ("command", {"resume": {"ok": True}})
+
+
+async def test_a_stateless_run_gets_a_temporary_thread(store: RunStore) -> None:
+    run = await create(store, thread_id=None)
+    thread = await store.get_thread(run.thread_id)
+    assert thread.temporary
+    assert run.kwargs["on_completion"] == "delete"
+    kept = await create(store, thread_id=None, on_completion="keep")
+    assert not (await store.get_thread(kept.thread_id)).temporary
+
+
+async def test_a_missing_thread_is_rejected_by_default(store: RunStore) -> None:
+    with pytest.raises(ThreadNotFoundError, match="no thread 'nope' for this tenant"):
+        await store.create_run(NewRun(GRAPH, thread_id="nope"))
+    assert await store.list_runs() == []
+
+
+async def test_an_unknown_assistant_is_not_found(store: RunStore) -> None:
+    with pytest.raises(AssistantNotFoundError, match="no assistant 'other'"):
+        await store.create_run(NewRun("other", thread_id="t1", if_not_exists="create"))
+    assert await store.list_threads() == []
+
+
+async def test_an_assistant_is_found_by_id_or_by_its_graph(store: RunStore) -> None:
+    mine = await store.put_assistant(GRAPH, assistant_id="a1", name="mine", config={"k": 1})
+    assert (await store.get_assistant("a1")) == mine
+    assert (await store.get_assistant(GRAPH)).assistant_id == system_assistant_id(GRAPH)
+    run = (await store.create_run(NewRun("a1", thread_id="t", if_not_exists="create"))).run
+    assert (run.assistant_id, run.graph_id) == ("a1", GRAPH)
+    with pytest.raises(AlreadyExistsError, match="assistant 'a1' already exists"):
+        await store.put_assistant(GRAPH, assistant_id="a1")
+    assert await store.put_assistant(GRAPH, assistant_id="a1", if_exists="do_nothing") == mine
+
+
+async def test_a_caller_chosen_run_id_is_kept_and_may_not_repeat(store: RunStore) -> None:
+    run = await create(store, run_id="run-1")
+    assert run.run_id == "run-1"
+    with pytest.raises(AlreadyExistsError, match="run run-1 already exists"):
+        await create(store, thread_id="t2", run_id="run-1")
+    assert [r.run_id for r in await store.list_runs()] == ["run-1"]
+    with pytest.raises(ThreadNotFoundError):
+        await store.get_thread("t2")
+
+
+# -- multitask strategies (§3.10) -------------------------------------------------------
+
+
+async def test_reject_raises_thread_busy_and_inserts_nothing(store: RunStore) -> None:
+    first = await create(store)
+    with pytest.raises(ThreadBusyError, match="Thread is already running a task"):
+        await create(store, multitask_strategy="reject")
+    assert [r.run_id for r in await store.list_runs()] == [first.run_id]
+    # Once nothing is in flight, reject inserts like any other strategy.
+    claim = await claim_one(store)
+    await store.finish(claim.hold, Outcome("success", "idle"))
+    second = await create(store, multitask_strategy="reject")
+    assert second.status == "pending"
+
+
+async def test_enqueue_queues_behind_the_runs_in_flight(store: RunStore) -> None:
+    first = await create(store)
+    second = await create(store, multitask_strategy="enqueue")
+    assert (await store.get_run(first.run_id)).status == "pending"
+    claim = await claim_one(store)
+    assert claim.run.run_id == first.run_id
+    assert await store.claim("w2", graphs=[GRAPH], limit=5, lease=LEASE) == []
+    await store.finish(claim.hold, Outcome("success", "idle"))
+    assert (await claim_one(store)).run.run_id == second.run_id
+
+
+@pytest.mark.parametrize("strategy", ["interrupt", "rollback"])
+async def test_interrupt_and_rollback_cancel_a_pending_run_at_once(
+    store: RunStore, strategy: Any
+) -> None:
+    first = await create(store)
+    created = await store.create_run(NewRun(GRAPH, thread_id="t1", multitask_strategy=strategy))
+    old = await store.get_run(first.run_id)
+    reason = f"superseded by run {created.run.run_id} (multitask_strategy={strategy})"
+    assert (old.status, old.cancel_action, old.cancel_reason) == ("cancelled", strategy, reason)
+    assert created.superseded == (old,)
+    assert await kinds(store, first.run_id) == ["run.created", "run.finished"]
+    assert (await store.get_thread("t1")).status == "busy"
+    assert (await claim_one(store)).run.run_id == created.run.run_id
+
+
+@pytest.mark.parametrize("strategy", ["interrupt", "rollback"])
+async def test_interrupt_and_rollback_ask_a_running_run_to_stop(
+    store: RunStore, strategy: Any
+) -> None:
+    await create(store)
+    running = await claim_one(store)
+    created = await store.create_run(NewRun(GRAPH, thread_id="t1", multitask_strategy=strategy))
+    old = await store.get_run(running.run.run_id)
+    assert (old.status, old.cancel_action) == ("running", strategy)
+    assert old.cancel_reason == (
+        f"superseded by run {created.run.run_id} (multitask_strategy={strategy})"
+    )
+    assert created.superseded == (old,)
+    [held] = await store.heartbeat("w1", lease=LEASE)
+    assert (held.cancel_action, held.cancel_reason) == (strategy, old.cancel_reason)
+    assert (await kinds(store, old.run_id))[-1] == "cancel.requested"
+    # The new run waits for the thread: the old one still holds it.
+    assert await store.claim("w2", graphs=[GRAPH], limit=5, lease=LEASE) == []
+    await store.finish(running.hold, Outcome("cancelled", "idle"))
+    assert (await claim_one(store, "w2")).run.run_id == created.run.run_id
+
+
+async def test_a_new_run_continues_an_interrupted_one(store: RunStore) -> None:
+    await create(store)
+    paused = await claim_one(store)
+    await store.finish(paused.hold, Outcome("interrupted", "interrupted"))
+    created = await store.create_run(
+        NewRun(GRAPH, thread_id="t1", command={"resume": "yes"}, multitask_strategy="reject")
+    )
+    old = await store.get_run(paused.run.run_id)
+    assert (old.status, old.ended_reason) == ("success", f"continued by run {created.run.run_id}")
+    assert created.continued == old
+    assert (await kinds(store, old.run_id))[-1] == "run.finished"
+
+
+# -- tenants (§3.13) --------------------------------------------------------------------
+
+
+async def test_another_tenants_run_and_thread_are_not_found(store: RunStore) -> None:
+    created = await store.create_run(
+        NewRun(GRAPH, thread_id="t1", if_not_exists="create"), tenant="a"
+    )
+    run = created.run
+    assert run.tenant_id == "a"
+    with pytest.raises(RunNotFoundError, match=f"no run '{run.run_id}' for this tenant"):
+        await store.get_run(run.run_id, tenant="b")
+    with pytest.raises(RunNotFoundError):
+        await store.cancel_run(run.run_id, tenant="b")
+    with pytest.raises(RunNotFoundError):
+        await store.events(run.run_id, tenant="b")
+    with pytest.raises(RunNotFoundError):
+        await store.add_events(run.run_id, [NewEvent("note")], tenant="b")
+    with pytest.raises(RunNotFoundError):
+        await store.resume_run(run.run_id, {"resume": 1}, tenant="b")
+    with pytest.raises(RunNotFoundError):
+        await store.get_run(run.run_id)  # the default tenant is a tenant too
+    assert await store.list_runs(tenant="b") == []
+    assert await store.list_runs(tenant="b", thread_id="t1") == []
+    with pytest.raises(ThreadNotFoundError):
+        await store.get_thread("t1", tenant="b")
+    with pytest.raises(ThreadNotFoundError):
+        await store.delete_thread("t1", tenant="b")
+    assert await store.list_threads(tenant="b") == []
+    # A run on the foreign thread, even with if_not_exists="create", is refused.
+    with pytest.raises(ThreadNotFoundError):
+        await store.create_run(NewRun(GRAPH, thread_id="t1", if_not_exists="create"), tenant="b")
+    # Nothing of tenant a changed.
+    assert await store.get_run(run.run_id, tenant="a") == run
+    assert [r.run_id for r in await store.list_runs(tenant="a")] == [run.run_id]
+    assert await kinds(store, run.run_id, tenant="a") == ["run.created"]
+
+
+async def test_another_tenants_assistant_is_not_found(store: RunStore) -> None:
+    await store.put_assistant(GRAPH, assistant_id="private", tenant="a")
+    with pytest.raises(AssistantNotFoundError):
+        await store.get_assistant("private", tenant="b")
+    with pytest.raises(AssistantNotFoundError):
+        await store.create_run(NewRun("private", thread_id="t", if_not_exists="create"), tenant="b")
+    # Shared (system) assistants serve every tenant.
+    assert (await store.get_assistant(GRAPH, tenant="b")).tenant_id == ""

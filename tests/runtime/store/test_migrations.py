@@ -1,0 +1,117 @@
+"""``setup()``: creates v1, is idempotent and safe to run concurrently, refuses a newer schema."""
+
+from __future__ import annotations
+
+import asyncio
+import sqlite3
+
+import psycopg
+import pytest
+
+from tether.errors import ConfigurationError
+from tether.runtime.errors import RuntimeSchemaError
+from tether.runtime.migrations import LATEST, MIGRATIONS
+from tether.runtime.store import open_run_store
+
+TABLES = {
+    "tether_assistants",
+    "tether_assistant_versions",
+    "tether_threads",
+    "tether_runs",
+    "tether_run_events",
+    "tether_crons",
+    "tether_cron_fires",
+    "tether_workers",
+    "tether_runtime_migrations",
+}
+
+
+def _tables(url: str) -> set[str]:
+    if url.startswith("sqlite"):
+        with sqlite3.connect(url.removeprefix("sqlite:///")) as db:
+            rows = db.execute("SELECT name FROM sqlite_master WHERE type = 'table'").fetchall()
+    else:
+        with psycopg.connect(url) as conn:
+            rows = conn.execute(
+                "SELECT tablename FROM pg_tables WHERE schemaname = 'public'"
+            ).fetchall()
+    return {r[0] for r in rows if r[0].startswith("tether_")}
+
+
+def _migration_rows(url: str) -> list[tuple[int, str]]:
+    sql = "SELECT version, description FROM tether_runtime_migrations ORDER BY version"
+    if url.startswith("sqlite"):
+        with sqlite3.connect(url.removeprefix("sqlite:///")) as db:
+            return [tuple(r) for r in db.execute(sql).fetchall()]  # type: ignore[misc]
+    with psycopg.connect(url) as conn:
+        return [tuple(r) for r in conn.execute(sql).fetchall()]  # type: ignore[misc]
+
+
+def _record_version(url: str, version: int) -> None:
+    if url.startswith("sqlite"):
+        with sqlite3.connect(url.removeprefix("sqlite:///")) as db:
+            db.execute(
+                "INSERT INTO tether_runtime_migrations VALUES (?, 'from the future', 0)",
+                (version,),
+            )
+    else:
+        with psycopg.connect(url) as conn:
+            conn.execute(
+                "INSERT INTO tether_runtime_migrations VALUES (%s, 'from the future', now())",
+                (version,),
+            )
+
+
+async def test_setup_creates_version_1_and_records_it(store_url: str) -> None:
+    async with open_run_store(store_url) as store:
+        assert await store.schema_version() == 0
+        await store.setup()
+        assert await store.schema_version() == LATEST == 1
+    assert _tables(store_url) == TABLES
+    assert _migration_rows(store_url) == [(1, MIGRATIONS[0].description)]
+
+
+async def test_a_second_setup_is_a_no_op(store_url: str) -> None:
+    async with open_run_store(store_url) as store:
+        await store.setup()
+        await store.setup()
+        assert await store.schema_version() == 1
+    async with open_run_store(store_url) as again:
+        await again.setup()
+    assert _migration_rows(store_url) == [(1, MIGRATIONS[0].description)]
+
+
+async def test_two_concurrent_setups_both_succeed(store_url: str) -> None:
+    # Two stores are two connections, as two processes would be; the lock
+    # (advisory / BEGIN IMMEDIATE) serialises them and the second finds v1.
+    async with open_run_store(store_url) as one, open_run_store(store_url) as two:
+        await asyncio.gather(one.setup(), two.setup())
+        assert await one.schema_version() == await two.schema_version() == 1
+    assert _migration_rows(store_url) == [(1, MIGRATIONS[0].description)]
+    assert _tables(store_url) == TABLES
+
+
+async def test_a_database_newer_than_the_code_is_refused(store_url: str) -> None:
+    async with open_run_store(store_url) as store:
+        await store.setup()
+    _record_version(store_url, LATEST + 2)
+    async with open_run_store(store_url) as store:
+        with pytest.raises(RuntimeSchemaError) as caught:
+            await store.setup()
+    assert str(caught.value) == (
+        f"the run store's database schema is v{LATEST + 2}, newer than this tether "
+        f"(knows v{LATEST}); upgrade tether"
+    )
+    assert [v for v, _ in _migration_rows(store_url)] == [1, LATEST + 2]
+
+
+@pytest.mark.parametrize(
+    "url", ["redis://localhost:6379", "memory://", "mysql://host/db", "tether.db"]
+)
+async def test_other_urls_name_both_supported_schemes(url: str) -> None:
+    with pytest.raises(ConfigurationError) as caught:
+        async with open_run_store(url):
+            pass
+    assert "postgresql://" in str(caught.value)
+    assert "sqlite:///" in str(caught.value)
+    assert repr(url) in str(caught.value)

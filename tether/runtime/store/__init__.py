@@ -1,0 +1,82 @@
+"""The run store: runs, threads, assistants and events in PostgreSQL or SQLite.
+
+``open_run_store(url)`` opens the backend the URL names:
+
+- ``postgresql://…`` (or ``postgres://…``): many hosts, ``LISTEN/NOTIFY`` wakes;
+- ``sqlite:///path``: one host, several processes.
+
+It does not migrate: call ``await store.setup()`` once (it is idempotent).
+"""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from urllib.parse import urlsplit
+
+from tether.checkpointing.url import parse_url, redact
+from tether.errors import ConfigurationError
+from tether.runtime.store.base import (
+    KEEP,
+    Claim,
+    Created,
+    Held,
+    Hold,
+    NewEvent,
+    NewRun,
+    Outcome,
+    RunStore,
+    WorkerInfo,
+)
+
+__all__ = [
+    "KEEP",
+    "Claim",
+    "Created",
+    "Held",
+    "Hold",
+    "NewEvent",
+    "NewRun",
+    "Outcome",
+    "RunStore",
+    "WorkerInfo",
+    "open_run_store",
+]
+
+SUPPORTED = "postgresql://… or sqlite:///path"
+
+
+@asynccontextmanager
+async def open_run_store(
+    url: str, *, min_size: int = 1, max_size: int = 10
+) -> AsyncIterator[RunStore]:
+    """Open the run store at ``url``; closes its connections on exit.
+
+    Args:
+        url: ``postgresql://user:pass@host/db`` or ``sqlite:///path/to/file.db``.
+        min_size: Fewest pooled connections (PostgreSQL).
+        max_size: Most pooled connections (PostgreSQL).
+
+    Raises:
+        ConfigurationError: the scheme is neither of the two supported ones.
+    """
+    scheme = urlsplit(url).scheme.lower() if isinstance(url, str) else ""
+    if scheme not in ("postgresql", "postgres", "sqlite"):
+        shown = f"scheme {scheme!r}" if scheme else "no scheme"
+        raise ConfigurationError(
+            f"run store URL {redact(str(url))!r} has {shown}; the runtime supports {SUPPORTED}"
+        )
+    parsed = parse_url(url)  # the checkpointers' checks: host, file path, port
+    store: RunStore
+    if parsed.backend == "postgres":
+        from tether.runtime.store.postgres import PostgresRunStore
+
+        store = await PostgresRunStore.open(url, min_size=min_size, max_size=max_size)
+    else:
+        from tether.runtime.store.sqlite import SqliteRunStore
+
+        store = await SqliteRunStore.open(parsed.sqlite_path)
+    try:
+        yield store
+    finally:
+        await store.aclose()

@@ -1,0 +1,470 @@
+"""The run store's interface: one protocol, two backends (PostgreSQL and SQLite).
+
+The store has two halves:
+
+- the **control plane** (API, CLI, scheduler): assistants, threads, creating,
+  reading, cancelling and resuming runs, reading events. Every method takes the
+  caller's ``tenant``; an object of another tenant behaves exactly like a
+  missing one (``*NotFoundError``, never "forbidden").
+- the **worker plane**: claiming runs, heartbeats, and the writes a worker makes
+  for a run it holds. These serve every tenant. Every run-state write carries
+  the :class:`Hold` (run, thread, worker, fence) the claim returned and checks
+  the fence *in the same statement*; when the fence moved on (another worker
+  took the run over, or the run was deleted) nothing is written and
+  :class:`~tether.runtime.errors.FenceLostError` is raised.
+
+Values (inputs, commands, thread values, event data, errors) cross this
+interface as JSON-compatible Python values; the store encodes them.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from datetime import datetime
+from enum import Enum
+from typing import Any, Literal, NamedTuple, Protocol
+
+from tether.runtime.models import (
+    Assistant,
+    CancelAction,
+    IfExists,
+    IfNotExists,
+    MultitaskStrategy,
+    OnCompletion,
+    Run,
+    RunEvent,
+    RunStatus,
+    Thread,
+    ThreadStatus,
+    WaitingOn,
+)
+
+__all__ = [
+    "KEEP",
+    "Claim",
+    "Created",
+    "Held",
+    "Hold",
+    "Keep",
+    "NewEvent",
+    "NewRun",
+    "Outcome",
+    "OutcomeStatus",
+    "RunStore",
+    "WorkerInfo",
+]
+
+OutcomeStatus = Literal["success", "error", "timeout", "cancelled", "interrupted"]
+_OUTCOMES: frozenset[str] = frozenset({"success", "error", "timeout", "cancelled", "interrupted"})
+
+
+class Keep(Enum):
+    """Type of :data:`KEEP`."""
+
+    KEEP = "keep"
+
+
+KEEP = Keep.KEEP
+"""Leave the thread's stored values as they are (e.g. a rollback wrote no checkpoint)."""
+
+
+@dataclass(frozen=True)
+class NewRun:
+    """A request to create a run (design §3.3.7). Validated by the store before any write.
+
+    Attributes:
+        assistant_id: An assistant of the caller's tenant, a shared one, or the
+            graph id of a shared (system) assistant.
+        thread_id: The thread; ``None`` makes a temporary thread (a stateless run).
+            Any non-empty string up to 255 characters without NUL.
+        input: The graph input (``input_kind == "input"``).
+        command: A LangGraph ``Command`` as a dict (``resume``/``update``/``goto``);
+            exclusive with ``input``.
+        kwargs: Opaque run options kept on the row: ``config``, ``context``,
+            ``stream_mode``, ``subgraphs``, ``interrupt_before/after``,
+            ``durability``, ``checkpoint_id``, ``webhook``, ``feedback_keys``.
+            ``stream_mode`` (a mode or a list) is checked against LangGraph's modes.
+        multitask_strategy: What to do when the thread already has a pending or
+            running run (§3.10).
+        if_not_exists: ``"create"`` creates a missing thread; ``"reject"`` raises
+            ``ThreadNotFoundError``.
+        on_completion: ``"delete"`` (default for stateless runs) or ``"keep"``.
+        after_seconds: The run becomes claimable this many seconds from now.
+        deadline_at: The run times out at this moment (timezone-aware).
+        step_timeout: Per-step timeout in seconds, for the worker.
+        run_id: A caller-chosen run id (default: a new uuid6).
+        max_attempts: Claims allowed before the run fails (LangGraph's 3).
+    """
+
+    assistant_id: str
+    thread_id: str | None = None
+    input: Any = None
+    command: Mapping[str, Any] | None = None
+    kwargs: Mapping[str, Any] = field(default_factory=dict)
+    metadata: Mapping[str, Any] = field(default_factory=dict)
+    multitask_strategy: MultitaskStrategy = "enqueue"
+    if_not_exists: IfNotExists = "reject"
+    on_completion: OnCompletion | None = None
+    after_seconds: float = 0.0
+    deadline_at: datetime | None = None
+    step_timeout: float | None = None
+    run_id: str | None = None
+    max_attempts: int = 3
+
+
+@dataclass(frozen=True)
+class Created:
+    """What :meth:`RunStore.create_run` did.
+
+    Attributes:
+        run: The new ``pending`` run.
+        superseded: In-flight runs a multitask ``interrupt``/``rollback`` acted
+            on, as they are after the change: a pending one is ``cancelled``; a
+            running one carries ``cancel_action``/``cancel_reason`` for its
+            worker. The caller deletes the checkpoints of a cancelled
+            ``rollback`` run that had started (``attempt > 0``).
+        continued: The ``interrupted`` run this run continues, now closed as
+            ``success`` with ``ended_reason = "continued by run <id>"``.
+    """
+
+    run: Run
+    superseded: tuple[Run, ...] = ()
+    continued: Run | None = None
+
+
+@dataclass(frozen=True)
+class NewEvent:
+    """An event to append; ``data`` must be JSON-compatible."""
+
+    kind: str
+    data: Any = None
+    ns: str = ""
+
+
+class Hold(NamedTuple):
+    """What a worker holds after a claim; every worker-plane write is checked against it."""
+
+    run_id: str
+    thread_id: str
+    worker_id: str
+    fence: int
+
+
+@dataclass(frozen=True)
+class Claim:
+    """One run a claim gave this worker: the row as claimed (``running``, new fence).
+
+    ``took_over_from`` is the worker whose lease expired, for a takeover.
+    """
+
+    run: Run
+    took_over_from: str | None = None
+
+    @property
+    def hold(self) -> Hold:
+        assert self.run.worker_id is not None
+        return Hold(self.run.run_id, self.run.thread_id, self.run.worker_id, self.run.fence)
+
+
+class Held(NamedTuple):
+    """One run a heartbeat confirmed, with the cancel request a worker must act on."""
+
+    run_id: str
+    fence: int
+    cancel_action: CancelAction | None
+    cancel_reason: str | None
+    deadline_at: datetime | None
+
+
+@dataclass(frozen=True)
+class Outcome:
+    """How a run ended (design §3.5.3), for :meth:`RunStore.finish`.
+
+    Attributes:
+        status: The run's new status.
+        thread_status: The thread's status unless another run waits on it
+            (then ``busy``, LangGraph's rule).
+        error: The run's error, ``{"error": type, "message": text}``.
+        thread_error: The thread's error (``None`` clears it).
+        values: The thread's values from the final checkpoint, or :data:`KEEP`.
+        interrupts: The thread's interrupts ``{task_id: [...]}``; ``None`` keeps them.
+        waiting_on: What an ``interrupted`` run waits on.
+        reason: ``ended_reason``.
+    """
+
+    status: OutcomeStatus
+    thread_status: ThreadStatus
+    error: Mapping[str, Any] | None = None
+    thread_error: Mapping[str, Any] | None = None
+    values: Any = KEEP
+    interrupts: Mapping[str, Any] | None = None
+    waiting_on: Sequence[WaitingOn] = ()
+    reason: str | None = None
+
+    def __post_init__(self) -> None:
+        if self.status not in _OUTCOMES:
+            raise ValueError(
+                f"an outcome's status must be one of {sorted(_OUTCOMES)}, not {self.status!r}"
+            )
+
+
+@dataclass(frozen=True)
+class WorkerInfo:
+    """A worker process, recorded in ``tether_workers`` while it runs."""
+
+    worker_id: str
+    host: str
+    pid: int
+    graphs: Sequence[str]
+    concurrency: int
+
+
+class RunStore(Protocol):
+    """The run store (design §3.2-§3.7). Open one with ``tether.runtime.store.open_run_store``."""
+
+    @property
+    def dialect(self) -> Literal["postgres", "sqlite"]:
+        """Which backend this is."""
+
+    # -- schema ---------------------------------------------------------------------------
+
+    async def setup(self) -> None:
+        """Apply pending migrations; a no-op when up to date; safe to run concurrently.
+
+        Raises:
+            RuntimeSchemaError: the database was migrated by a newer tether.
+        """
+
+    async def schema_version(self) -> int:
+        """The highest migration applied (0 for an empty database)."""
+
+    async def aclose(self) -> None:
+        """Close connections (``open_run_store`` does this on exit)."""
+
+    # -- assistants -----------------------------------------------------------------------
+
+    async def put_assistant(
+        self,
+        graph_id: str,
+        *,
+        tenant: str = "",
+        assistant_id: str | None = None,
+        name: str | None = None,
+        description: str | None = None,
+        config: Mapping[str, Any] | None = None,
+        context: Mapping[str, Any] | None = None,
+        metadata: Mapping[str, Any] | None = None,
+        if_exists: IfExists = "raise",
+    ) -> Assistant:
+        """Create an assistant (``tenant=""`` makes it shared, like LangGraph's system ones).
+
+        With ``if_exists="do_nothing"`` an existing assistant of this tenant is
+        returned unchanged.
+
+        Raises:
+            AlreadyExistsError: the id is taken (``if_exists="raise"``, or by another tenant).
+        """
+
+    async def get_assistant(self, assistant_id: str, *, tenant: str = "") -> Assistant:
+        """The tenant's or a shared assistant with this id, else the shared (system)
+        assistant of the graph with this id.
+
+        Raises:
+            AssistantNotFoundError: neither exists.
+        """
+
+    # -- threads --------------------------------------------------------------------------
+
+    async def create_thread(
+        self,
+        *,
+        tenant: str = "",
+        thread_id: str | None = None,
+        metadata: Mapping[str, Any] | None = None,
+        if_exists: IfExists = "raise",
+    ) -> Thread:
+        """Create an ``idle`` thread (a new uuid6 id unless given).
+
+        Raises:
+            InvalidRunRequestError: the thread id is empty, too long or contains NUL.
+            AlreadyExistsError: the id is taken (``if_exists="raise"``, or by another tenant).
+        """
+
+    async def get_thread(self, thread_id: str, *, tenant: str = "") -> Thread:
+        """Raises ``ThreadNotFoundError`` for a missing or foreign thread."""
+
+    async def list_threads(
+        self,
+        *,
+        tenant: str = "",
+        status: ThreadStatus | None = None,
+        metadata: Mapping[str, Any] | None = None,
+        limit: int = 10,
+        offset: int = 0,
+    ) -> list[Thread]:
+        """The tenant's threads, most recently updated first; ``metadata`` matches top-level
+        keys by equality."""
+
+    async def delete_thread(self, thread_id: str, *, tenant: str = "") -> None:
+        """Delete the thread with its runs and their events (not its checkpoints: the
+        caller deletes those). Raises ``ThreadNotFoundError``."""
+
+    # -- runs -----------------------------------------------------------------------------
+
+    async def create_run(self, request: NewRun, *, tenant: str = "") -> Created:
+        """Create a ``pending`` run in one transaction (§3.3.7) and wake the workers.
+
+        The thread becomes ``busy``; an ``interrupted`` run on it is closed as
+        ``success`` ("continued by run <id>"); the multitask strategy acts on
+        the in-flight runs (§3.10). The run's first event is ``run.created``
+        (seq 1).
+
+        Raises:
+            InvalidRunRequestError: the request is malformed (the message names
+                the field and the problem); nothing is written.
+            ThreadNotFoundError: the thread is missing or foreign and
+                ``if_not_exists="reject"``.
+            AssistantNotFoundError: the assistant is missing or foreign.
+            ThreadBusyError: ``multitask_strategy="reject"`` and a run is in
+                flight; nothing is written.
+            AlreadyExistsError: a caller-chosen ``run_id`` is taken.
+        """
+
+    async def get_run(self, run_id: str, *, tenant: str = "") -> Run:
+        """Raises ``RunNotFoundError`` for a missing or foreign run."""
+
+    async def list_runs(
+        self,
+        *,
+        tenant: str = "",
+        thread_id: str | None = None,
+        status: RunStatus | None = None,
+        limit: int = 100,
+        offset: int = 0,
+    ) -> list[Run]:
+        """The tenant's runs, newest first."""
+
+    async def cancel_run(
+        self,
+        run_id: str,
+        *,
+        tenant: str = "",
+        action: CancelAction = "interrupt",
+        reason: str | None = None,
+    ) -> Run:
+        """Cancel a run (§3.7) and return it as it is now.
+
+        - ``pending`` or ``interrupted``: ``cancelled`` at once (event
+          ``run.finished``); the thread is freed (``idle`` unless other runs
+          wait). The caller then deletes checkpoints for a ``rollback`` of a run
+          that had started (``attempt > 0`` or ``resumes > 0``), and cancels the
+          approvals in ``waiting_on`` of a run that was interrupted.
+        - ``running``: ``cancel_action``, ``cancel_reason`` and
+          ``cancel_requested_at`` are set (event ``cancel.requested``, NOTIFY
+          ``tether_control``); its worker sees them at its next heartbeat or
+          notification and finishes the run.
+
+        Raises:
+            InvalidRunRequestError: ``action`` is not ``interrupt`` or ``rollback``.
+            RunNotFoundError: missing or foreign.
+            RunNotActiveError: the run already ended.
+        """
+
+    async def resume_run(
+        self,
+        run_id: str,
+        command: Mapping[str, Any],
+        *,
+        tenant: str = "",
+        events: Sequence[NewEvent] = (),
+    ) -> Run:
+        """Enqueue an ``interrupted`` run again with ``command`` as its input (§3.6).
+
+        ``resumes`` grows by one, ``attempt`` restarts at 0, ``waiting_on`` is
+        cleared, the thread becomes ``busy``. ``events`` (e.g.
+        ``approval.decided``) are appended before ``run.resumed``, in the same
+        transaction.
+
+        Raises:
+            RunNotFoundError: missing or foreign.
+            RunNotActiveError: the run is not ``interrupted`` (the message names its status).
+        """
+
+    async def add_events(self, run_id: str, events: Sequence[NewEvent], *, tenant: str = "") -> int:
+        """Append control-plane events (no fence) and return the last seq.
+
+        Raises ``RunNotFoundError``."""
+
+    async def events(
+        self,
+        run_id: str,
+        *,
+        tenant: str = "",
+        after: int = 0,
+        limit: int = 1000,
+        kinds: Sequence[str] | None = None,
+    ) -> list[RunEvent]:
+        """Events with ``seq > after`` in seq order, at most ``limit``.
+
+        Raises ``RunNotFoundError`` for a missing or foreign run."""
+
+    # -- worker plane ---------------------------------------------------------------------
+
+    async def register_worker(self, worker: WorkerInfo) -> None:
+        """Record (or refresh) a worker row."""
+
+    async def unregister_worker(self, worker_id: str) -> None:
+        """Delete a worker row (clean shutdown)."""
+
+    async def claim(
+        self, worker_id: str, *, graphs: Sequence[str], limit: int, lease: float
+    ) -> list[Claim]:
+        """Claim up to ``limit`` pending runs of ``graphs`` (§3.3.1).
+
+        Only the FIFO head of a thread whose mutex is free, and only once its
+        ``available_at`` passed. Each claim bumps ``fence`` and ``attempt``,
+        sets the lease and writes ``run.started``. A run whose attempts are used
+        up is finished as ``error`` (``RunAttemptsExceeded``) instead.
+        """
+
+    async def claim_expired(
+        self, worker_id: str, *, graphs: Sequence[str], limit: int, lease: float
+    ) -> list[Claim]:
+        """Take over running runs whose lease expired (§3.3.2).
+
+        As :meth:`claim`; ``run.started`` and :attr:`Claim.took_over_from` name
+        the previous worker. A run whose attempts are used up is finished as
+        ``error`` with LangGraph's "exceeded max attempts" message instead.
+        """
+
+    async def heartbeat(self, worker_id: str, *, lease: float) -> list[Held]:
+        """Extend the lease of every run this worker holds; return those runs (§3.3.3).
+
+        A run missing from the result, or with another fence, was lost.
+        """
+
+    async def release(self, hold: Hold, *, reason: str = "", retry: bool = False) -> Run:
+        """Hand a held run back as ``pending`` for any worker to claim again (§3.3.4).
+
+        A hand-back (SIGTERM drain, lease in doubt) does not spend an attempt;
+        with ``retry=True`` (a retriable error) the attempt counts toward
+        ``max_attempts``, as LangGraph counts its retries. Event ``run.released``.
+
+        Raises ``FenceLostError`` (nothing written) when the fence moved on.
+        """
+
+    async def finish(self, hold: Hold, outcome: Outcome) -> Run:
+        """Write a held run's outcome, free its thread, append ``run.finished`` (§3.3.5).
+
+        Raises ``FenceLostError`` (nothing written) when the fence moved on.
+        """
+
+    async def append_events(self, hold: Hold, events: Sequence[NewEvent]) -> int:
+        """Append a batch of a held run's events with gap-free seqs; return the last seq.
+
+        Raises ``FenceLostError`` (nothing written) when the fence moved on.
+        """
+
+    async def verify(self, run_id: str, fence: int) -> bool:
+        """Whether the run is ``running`` under this fence (one round trip)."""

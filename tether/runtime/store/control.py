@@ -1,0 +1,213 @@
+"""The control plane's rules, shared by both backends: checks, messages and event bodies.
+
+Each backend runs its own SQL; what is decided, refused and recorded is
+decided here, once, so PostgreSQL and SQLite behave the same.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any, cast, get_args
+
+from tether.runtime.errors import AlreadyExistsError, InvalidRunRequestError, RunNotActiveError
+from tether.runtime.ids import check_id, new_id
+from tether.runtime.models import Assistant, CancelAction, IfExists, Run, RunStatus
+from tether.runtime.store.base import NewEvent, Outcome
+from tether.runtime.store.validation import COMMAND_KEYS, ValidRun, check_mapping, encode
+
+__all__ = [
+    "NewAssistant",
+    "attempts_exceeded",
+    "cancel_event",
+    "check_action",
+    "check_cancellable",
+    "check_if_exists",
+    "check_page",
+    "continued_event",
+    "continued_reason",
+    "created_event",
+    "existing_assistant",
+    "existing_thread",
+    "finished_data",
+    "new_assistant",
+    "no_assistant",
+    "no_run",
+    "no_thread",
+    "not_interrupted",
+    "resume_input",
+    "resumed_event",
+]
+
+
+def no_run(run_id: str) -> str:
+    return f"no run {run_id!r} for this tenant"
+
+
+def no_thread(thread_id: str) -> str:
+    return f"no thread {thread_id!r} for this tenant"
+
+
+def no_assistant(assistant_id: str) -> str:
+    return (
+        f"no assistant {assistant_id!r} for this tenant, and no graph with that id has a "
+        "system assistant"
+    )
+
+
+def check_page(limit: object, offset: object, *, offset_name: str = "offset") -> None:
+    """``limit`` >= 1 and ``offset`` >= 0, as integers."""
+    for value, name, least in ((limit, "limit", 1), (offset, offset_name, 0)):
+        if not isinstance(value, int) or isinstance(value, bool) or value < least:
+            raise InvalidRunRequestError(f"{name} must be an integer >= {least}, got {value!r}")
+
+
+def check_action(action: object) -> CancelAction:
+    if action not in get_args(CancelAction):
+        raise InvalidRunRequestError(
+            f"cancel action {action!r} is unknown; use 'interrupt' or 'rollback'"
+        )
+    return cast(CancelAction, action)
+
+
+def check_cancellable(run: Run) -> None:
+    """Only ``pending``, ``running`` and ``interrupted`` runs can be cancelled."""
+    if run.status not in ("pending", "running", "interrupted"):
+        raise RunNotActiveError(
+            f"run {run.run_id} has already ended ({run.status}); only a pending, running or "
+            "interrupted run can be cancelled"
+        )
+
+
+def not_interrupted(run: Run) -> str:
+    return (
+        f"run {run.run_id} is {run.status}, not interrupted; only an interrupted run can be resumed"
+    )
+
+
+def cancel_event(status: RunStatus, action: CancelAction, reason: str | None) -> NewEvent:
+    """``cancel.requested`` for a running run; ``run.finished`` for one cancelled at once."""
+    if status == "running":
+        return NewEvent("cancel.requested", {"action": action, "reason": reason})
+    return NewEvent(
+        "run.finished", {"status": "cancelled", "cancel_action": action, "reason": reason}
+    )
+
+
+def continued_reason(new_run_id: str) -> str:
+    return f"continued by run {new_run_id}"
+
+
+def continued_event(new_run_id: str) -> NewEvent:
+    return NewEvent("run.finished", {"status": "success", "reason": continued_reason(new_run_id)})
+
+
+def created_event(assistant: Assistant, run: ValidRun) -> NewEvent:
+    return NewEvent(
+        "run.created",
+        {
+            "assistant_id": assistant.assistant_id,
+            "graph_id": assistant.graph_id,
+            "multitask_strategy": run.strategy,
+            "after_seconds": run.after_seconds,
+            "deadline_at": None if run.deadline_at is None else run.deadline_at.isoformat(),
+        },
+    )
+
+
+def resume_input(command: Mapping[str, Any]) -> str:
+    """The JSON input of a resumed run: a LangGraph ``Command`` as a dict."""
+    command = check_mapping(command, "command")
+    if not command or not set(command) <= COMMAND_KEYS:
+        raise InvalidRunRequestError(
+            f"command must have some of the keys {', '.join(sorted(COMMAND_KEYS))}, "
+            f"got {sorted(command)}"
+        )
+    return encode(dict(command), "command")
+
+
+def resumed_event(resumes: int) -> NewEvent:
+    return NewEvent("run.resumed", {"resumes": resumes})
+
+
+@dataclass(frozen=True)
+class NewAssistant:
+    """A checked assistant to insert; ``json`` is (config, context, metadata) encoded."""
+
+    assistant_id: str
+    graph_id: str
+    name: str
+    description: str | None
+    json: tuple[str, str, str]
+
+
+def new_assistant(
+    graph_id: str,
+    *,
+    assistant_id: str | None,
+    name: str | None,
+    description: str | None,
+    config: Mapping[str, Any] | None,
+    context: Mapping[str, Any] | None,
+    metadata: Mapping[str, Any] | None,
+    if_exists: IfExists,
+) -> NewAssistant:
+    check_id(graph_id, "graph_id")
+    check_if_exists(if_exists)
+    encoded = tuple(
+        encode(dict(check_mapping(value, what)), what)
+        for value, what in ((config, "config"), (context, "context"), (metadata, "metadata"))
+    )
+    return NewAssistant(
+        new_id() if assistant_id is None else check_id(assistant_id, "assistant_id"),
+        graph_id,
+        graph_id if name is None else name,
+        description,
+        (encoded[0], encoded[1], encoded[2]),
+    )
+
+
+def check_if_exists(if_exists: object) -> IfExists:
+    if if_exists not in ("raise", "do_nothing"):
+        raise InvalidRunRequestError(
+            f"if_exists {if_exists!r} is unknown; use 'raise' or 'do_nothing'"
+        )
+    return if_exists
+
+
+def existing_assistant(existing: Assistant, tenant: str, if_exists: IfExists) -> Assistant:
+    """The answer when the assistant id is taken."""
+    if existing.tenant_id == tenant and if_exists == "do_nothing":
+        return existing
+    raise AlreadyExistsError(f"assistant {existing.assistant_id!r} already exists")
+
+
+def existing_thread(owner: str, thread_id: str, tenant: str, if_exists: IfExists) -> None:
+    """Return quietly when ``if_exists="do_nothing"`` finds the tenant's own thread."""
+    if owner == tenant and if_exists == "do_nothing":
+        return
+    raise AlreadyExistsError(f"thread {thread_id!r} already exists")
+
+
+def finished_data(outcome: Outcome) -> dict[str, Any]:
+    """The ``run.finished`` event's data: ``{status, error?, waiting_on?, reason?}``."""
+    data: dict[str, Any] = {"status": outcome.status}
+    if outcome.error is not None:
+        data["error"] = dict(outcome.error)
+    if outcome.waiting_on:
+        data["waiting_on"] = [w.as_dict() for w in outcome.waiting_on]
+    if outcome.reason:
+        data["reason"] = outcome.reason
+    return data
+
+
+def attempts_exceeded(run: Run) -> Outcome:
+    """The outcome of a claim beyond ``max_attempts`` (LangGraph's wording, §2.1)."""
+    error = {
+        "error": "RunAttemptsExceeded",
+        "message": f"Run {run.run_id} exceeded max attempts ({run.max_attempts}): its worker "
+        "stopped before finishing it on every attempt",
+    }
+    return Outcome(
+        "error", "error", error=error, thread_error=error, reason="max attempts exceeded"
+    )

@@ -1,0 +1,519 @@
+"""The PostgreSQL run store: pool, migrations and the control plane (§3.2, §3.3.7, §3.6, §3.7).
+
+One ``AsyncConnectionPool`` of autocommit connections; each operation is one
+explicit transaction. Locks are taken thread row first, then run rows, in every
+transaction that takes both, so the control plane and the workers never
+deadlock. Foreign tenants' objects are filtered in the same statement that
+reads them and reported as not found.
+"""
+
+from __future__ import annotations
+
+import builtins
+import math
+from collections.abc import Mapping, Sequence
+from datetime import UTC, datetime
+from typing import Any, Literal
+
+import psycopg
+from psycopg.rows import dict_row
+from psycopg_pool import AsyncConnectionPool
+
+from tether.checkpointing.url import redact
+from tether.errors import BackendUnavailableError
+from tether.runtime import migrations
+from tether.runtime.errors import (
+    AlreadyExistsError,
+    AssistantNotFoundError,
+    RunNotActiveError,
+    RunNotFoundError,
+    ThreadBusyError,
+    ThreadNotFoundError,
+)
+from tether.runtime.ids import check_id, new_id, system_assistant_id
+from tether.runtime.models import (
+    Assistant,
+    CancelAction,
+    IfExists,
+    Run,
+    RunEvent,
+    RunStatus,
+    Thread,
+    ThreadStatus,
+)
+from tether.runtime.multitask import BUSY_MESSAGE, InflightRun, plan, superseded_reason
+from tether.runtime.store import control
+from tether.runtime.store.base import Created, NewEvent, NewRun
+from tether.runtime.store.encoding import dumps
+from tether.runtime.store.postgres_worker import Cursor, PostgresWorkerPlane, insert_events
+from tether.runtime.store.rows import POSTGRES
+from tether.runtime.store.validation import check_mapping, validate
+
+__all__ = ["PostgresRunStore"]
+
+_BUMP = "UPDATE tether_runs SET last_seq = last_seq + %s WHERE run_id = %s RETURNING last_seq"
+_CANCEL_ENDED = """
+UPDATE tether_runs
+   SET status = 'cancelled', cancel_action = %(action)s, cancel_reason = %(reason)s,
+       cancel_requested_at = now(), ended_at = now(), updated_at = now(),
+       last_seq = last_seq + 1
+ WHERE run_id = %(run)s
+RETURNING *"""
+_CANCEL_RUNNING = """
+UPDATE tether_runs
+   SET cancel_action = %(action)s, cancel_reason = %(reason)s, cancel_requested_at = now(),
+       updated_at = now(), last_seq = last_seq + 1
+ WHERE run_id = %(run)s
+RETURNING *"""
+_FREE_THREAD = """
+UPDATE tether_threads
+   SET status = CASE WHEN EXISTS (SELECT 1 FROM tether_runs r WHERE r.thread_id = %(thread)s
+                                     AND r.status IN ('pending', 'running'))
+                     THEN 'busy' ELSE 'idle' END,
+       updated_at = now()
+ WHERE thread_id = %(thread)s"""
+_INSERT_RUN = """
+INSERT INTO tether_runs (run_id, tenant_id, thread_id, assistant_id, graph_id, status,
+    multitask_strategy, kwargs, input, input_kind, metadata, max_attempts, available_at,
+    deadline_at, step_timeout_s, last_seq)
+VALUES (%(run)s, %(tenant)s, %(thread)s, %(assistant)s, %(graph)s, 'pending', %(strategy)s,
+    %(kwargs)s::jsonb, %(input)s, %(input_kind)s, %(metadata)s::jsonb, %(max_attempts)s,
+    now() + make_interval(secs => %(after)s), %(deadline)s, %(step_timeout)s, 0)
+RETURNING *"""
+_RESUME = """
+UPDATE tether_runs
+   SET status = 'pending', input_kind = 'command', input = %(input)s,
+       resumes = resumes + 1, attempt = 0, available_at = now(), waiting_on = '[]',
+       cancel_action = NULL, cancel_reason = NULL, cancel_requested_at = NULL,
+       updated_at = now()
+ WHERE run_id = %(run)s AND status = 'interrupted'
+RETURNING *"""
+
+
+async def _append(cur: Cursor, run_id: str, events: Sequence[NewEvent]) -> int:
+    """Append control-plane events (no fence); the caller holds the run row's lock."""
+    await cur.execute(_BUMP, (len(events), run_id))
+    row = await cur.fetchone()
+    assert row is not None
+    last = int(row["last_seq"])
+    await insert_events(cur, run_id, last - len(events), events)
+    return last
+
+
+class PostgresRunStore(PostgresWorkerPlane):
+    """The run store on PostgreSQL. Open it with ``open_run_store("postgresql://…")``."""
+
+    dialect: Literal["postgres"] = "postgres"
+
+    def __init__(self, pool: AsyncConnectionPool[Any]) -> None:
+        self._pool = pool
+
+    @classmethod
+    async def open(
+        cls, url: str, *, min_size: int = 1, max_size: int = 10, connect_timeout: float = 5.0
+    ) -> PostgresRunStore:
+        conninfo = url.replace("postgres://", "postgresql://", 1)
+        try:  # a direct connection first fails fast with the server's reason
+            probe = await psycopg.AsyncConnection.connect(
+                conninfo, connect_timeout=max(1, math.ceil(connect_timeout))
+            )
+            await probe.close()
+        except psycopg.OperationalError as exc:
+            first = str(exc).strip().splitlines()[0] if str(exc).strip() else repr(exc)
+            raise BackendUnavailableError(
+                f"cannot reach the run store's PostgreSQL ({redact(url)}): {first}"
+            ) from exc
+        pool: AsyncConnectionPool[Any] = AsyncConnectionPool(
+            conninfo,
+            min_size=min_size,
+            max_size=max_size,
+            open=False,
+            kwargs={"autocommit": True, "prepare_threshold": 0, "row_factory": dict_row},
+        )
+        await pool.open(wait=True, timeout=connect_timeout)
+        return cls(pool)
+
+    async def aclose(self) -> None:
+        await self._pool.close()
+
+    async def setup(self) -> None:
+        async with self._pool.connection() as conn:
+            await migrations.apply_postgres(conn)
+
+    async def schema_version(self) -> int:
+        async with self._pool.connection() as conn:
+            return await migrations.postgres_version(conn)
+
+    # -- assistants -----------------------------------------------------------------------
+
+    async def put_assistant(
+        self,
+        graph_id: str,
+        *,
+        tenant: str = "",
+        assistant_id: str | None = None,
+        name: str | None = None,
+        description: str | None = None,
+        config: Mapping[str, Any] | None = None,
+        context: Mapping[str, Any] | None = None,
+        metadata: Mapping[str, Any] | None = None,
+        if_exists: IfExists = "raise",
+    ) -> Assistant:
+        a = control.new_assistant(
+            graph_id,
+            assistant_id=assistant_id,
+            name=name,
+            description=description,
+            config=config,
+            context=context,
+            metadata=metadata,
+            if_exists=if_exists,
+        )
+        async with self._tx() as cur:
+            await cur.execute(
+                """INSERT INTO tether_assistants (assistant_id, tenant_id, graph_id, name,
+                       description, config, context, metadata)
+                   VALUES (%s, %s, %s, %s, %s, %s::jsonb, %s::jsonb, %s::jsonb)
+                   ON CONFLICT (assistant_id) DO NOTHING RETURNING *""",
+                (a.assistant_id, tenant, a.graph_id, a.name, a.description, *a.json),
+            )
+            row = await cur.fetchone()
+            if row is not None:
+                await cur.execute(
+                    """INSERT INTO tether_assistant_versions (assistant_id, version, graph_id,
+                           name, description, config, context, metadata)
+                       VALUES (%s, 1, %s, %s, %s, %s::jsonb, %s::jsonb, %s::jsonb)""",
+                    (a.assistant_id, a.graph_id, a.name, a.description, *a.json),
+                )
+                return POSTGRES.assistant(row)
+            await cur.execute(
+                "SELECT * FROM tether_assistants WHERE assistant_id = %s", (a.assistant_id,)
+            )
+            existing = await cur.fetchone()
+        assert existing is not None
+        return control.existing_assistant(POSTGRES.assistant(existing), tenant, if_exists)
+
+    async def get_assistant(self, assistant_id: str, *, tenant: str = "") -> Assistant:
+        async with self._pool.connection() as conn:
+            cur = await conn.execute(
+                """SELECT * FROM tether_assistants
+                    WHERE (assistant_id = %s AND tenant_id IN (%s, ''))
+                       OR (assistant_id = %s AND tenant_id = '')
+                    ORDER BY assistant_id = %s DESC LIMIT 1""",
+                (assistant_id, tenant, system_assistant_id(assistant_id), assistant_id),
+            )
+            row = await cur.fetchone()
+        if row is None:
+            raise AssistantNotFoundError(control.no_assistant(assistant_id))
+        return POSTGRES.assistant(row)
+
+    # -- threads --------------------------------------------------------------------------
+
+    async def create_thread(
+        self,
+        *,
+        tenant: str = "",
+        thread_id: str | None = None,
+        metadata: Mapping[str, Any] | None = None,
+        if_exists: IfExists = "raise",
+    ) -> Thread:
+        thread_id = new_id() if thread_id is None else check_id(thread_id, "thread_id")
+        control.check_if_exists(if_exists)
+        meta = dumps(dict(check_mapping(metadata, "metadata")))
+        async with self._tx() as cur:
+            await cur.execute(
+                """INSERT INTO tether_threads (thread_id, tenant_id, metadata)
+                   VALUES (%s, %s, %s::jsonb) ON CONFLICT (thread_id) DO NOTHING RETURNING *""",
+                (thread_id, tenant, meta),
+            )
+            row = await cur.fetchone()
+            if row is None:
+                await cur.execute("SELECT * FROM tether_threads WHERE thread_id = %s", (thread_id,))
+                row = await cur.fetchone()
+                assert row is not None
+                control.existing_thread(row["tenant_id"], thread_id, tenant, if_exists)
+        return POSTGRES.thread(row)
+
+    async def get_thread(self, thread_id: str, *, tenant: str = "") -> Thread:
+        async with self._pool.connection() as conn:
+            cur = await conn.execute(
+                "SELECT * FROM tether_threads WHERE thread_id = %s AND tenant_id = %s",
+                (thread_id, tenant),
+            )
+            row = await cur.fetchone()
+        if row is None:
+            raise ThreadNotFoundError(control.no_thread(thread_id))
+        return POSTGRES.thread(row)
+
+    async def list_threads(
+        self,
+        *,
+        tenant: str = "",
+        status: ThreadStatus | None = None,
+        metadata: Mapping[str, Any] | None = None,
+        limit: int = 10,
+        offset: int = 0,
+    ) -> builtins.list[Thread]:
+        control.check_page(limit, offset)
+        sql = "SELECT * FROM tether_threads WHERE tenant_id = %s"
+        params: list[Any] = [tenant]
+        if status is not None:
+            sql += " AND status = %s"
+            params.append(status)
+        if metadata:
+            sql += " AND metadata @> %s::jsonb"
+            params.append(dumps(dict(check_mapping(metadata, "metadata"))))
+        sql += " ORDER BY updated_at DESC, thread_id LIMIT %s OFFSET %s"
+        async with self._pool.connection() as conn:
+            cur = await conn.execute(sql, [*params, limit, offset])
+            return [POSTGRES.thread(r) for r in await cur.fetchall()]
+
+    async def delete_thread(self, thread_id: str, *, tenant: str = "") -> None:
+        async with self._tx() as cur:
+            await cur.execute(
+                "DELETE FROM tether_threads WHERE thread_id = %s AND tenant_id = %s RETURNING 1",
+                (thread_id, tenant),
+            )
+            if await cur.fetchone() is None:
+                raise ThreadNotFoundError(control.no_thread(thread_id))
+
+    # -- runs -----------------------------------------------------------------------------
+
+    async def create_run(self, request: NewRun, *, tenant: str = "") -> Created:
+        v = validate(request, now=datetime.now(UTC))
+        assistant = await self.get_assistant(v.assistant_id, tenant=tenant)
+        thread_id = v.thread_id or new_id()
+        async with self._tx() as cur:
+            if v.create_thread:
+                meta = dumps(
+                    {"graph_id": assistant.graph_id, "assistant_id": assistant.assistant_id}
+                )
+                await cur.execute(
+                    """INSERT INTO tether_threads (thread_id, tenant_id, metadata, temporary,
+                           status) VALUES (%s, %s, %s::jsonb, %s, 'busy')
+                       ON CONFLICT (thread_id) DO NOTHING""",
+                    (thread_id, tenant, meta, v.temporary),
+                )
+            await cur.execute(
+                "SELECT tenant_id FROM tether_threads WHERE thread_id = %s FOR UPDATE",
+                (thread_id,),
+            )
+            thread = await cur.fetchone()
+            if thread is None or thread["tenant_id"] != tenant:
+                raise ThreadNotFoundError(control.no_thread(thread_id))
+            await cur.execute(
+                """SELECT run_id, status FROM tether_runs WHERE thread_id = %s
+                      AND status IN ('pending', 'running') ORDER BY seq FOR UPDATE""",
+                (thread_id,),
+            )
+            inflight = [InflightRun(r["run_id"], r["status"]) for r in await cur.fetchall()]
+            decision = plan(v.strategy, inflight)
+            if decision.reject:
+                raise ThreadBusyError(BUSY_MESSAGE)
+            continued = await self._continue_interrupted(cur, thread_id, v.run_id)
+            try:
+                await cur.execute(
+                    _INSERT_RUN,
+                    {
+                        "run": v.run_id,
+                        "tenant": tenant,
+                        "thread": thread_id,
+                        "assistant": assistant.assistant_id,
+                        "graph": assistant.graph_id,
+                        "strategy": v.strategy,
+                        "kwargs": v.kwargs_json,
+                        "input": v.input_json,
+                        "input_kind": v.input_kind,
+                        "metadata": v.metadata_json,
+                        "max_attempts": v.max_attempts,
+                        "after": v.after_seconds,
+                        "deadline": v.deadline_at,
+                        "step_timeout": v.step_timeout,
+                    },
+                )
+            except psycopg.errors.UniqueViolation as exc:
+                raise AlreadyExistsError(f"run {v.run_id} already exists") from exc
+            await _append(cur, v.run_id, [control.created_event(assistant, v)])
+            superseded = []
+            for run_id, action in decision.cancel:
+                reason = superseded_reason(v.run_id, v.strategy)
+                superseded.append(await self._cancel_in(cur, run_id, action, reason))
+            await cur.execute(
+                "UPDATE tether_threads SET status = 'busy', updated_at = now() "
+                "WHERE thread_id = %s",
+                (thread_id,),
+            )
+            await cur.execute("SELECT * FROM tether_runs WHERE run_id = %s", (v.run_id,))
+            row = await cur.fetchone()
+            assert row is not None
+            await cur.execute("SELECT pg_notify('tether_runs', %s)", (assistant.graph_id,))
+        return Created(POSTGRES.run(row), tuple(superseded), continued)
+
+    async def _continue_interrupted(self, cur: Cursor, thread_id: str, new: str) -> Run | None:
+        await cur.execute(
+            """UPDATE tether_runs
+                  SET status = 'success', ended_at = now(), updated_at = now(),
+                      ended_reason = %s, input = NULL, input_kind = 'none'
+                WHERE thread_id = %s AND status = 'interrupted' RETURNING run_id""",
+            (control.continued_reason(new), thread_id),
+        )
+        rows = await cur.fetchall()
+        last: Run | None = None
+        for row in rows:
+            await _append(cur, row["run_id"], [control.continued_event(new)])
+            last = await self._locked_run(cur, row["run_id"])
+        return last
+
+    async def _locked_run(self, cur: Cursor, run_id: str) -> Run:
+        await cur.execute("SELECT * FROM tether_runs WHERE run_id = %s FOR UPDATE", (run_id,))
+        row = await cur.fetchone()
+        assert row is not None
+        return POSTGRES.run(row)
+
+    async def _cancel_in(
+        self, cur: Cursor, run_id: str, action: CancelAction, reason: str | None
+    ) -> Run:
+        """Cancel a run whose thread row this transaction holds (§3.7)."""
+        run = await self._locked_run(cur, run_id)
+        control.check_cancellable(run)
+        params = {"run": run_id, "action": action, "reason": reason}
+        await cur.execute(_CANCEL_RUNNING if run.status == "running" else _CANCEL_ENDED, params)
+        row = await cur.fetchone()
+        assert row is not None
+        event = control.cancel_event(run.status, action, reason)
+        await insert_events(cur, run_id, int(row["last_seq"]) - 1, [event])
+        if run.status == "running":
+            await cur.execute("SELECT pg_notify('tether_control', %s)", (run_id,))
+        else:
+            await cur.execute(_FREE_THREAD, {"thread": run.thread_id})
+        await cur.execute("SELECT pg_notify('tether_events', %s)", (run_id,))
+        return POSTGRES.run(row)
+
+    async def _thread_of(self, cur: Cursor, run_id: str, tenant: str) -> str:
+        """Lock the run's thread row (thread first, then run) and return its id."""
+        await cur.execute(
+            "SELECT thread_id FROM tether_runs WHERE run_id = %s AND tenant_id = %s",
+            (run_id, tenant),
+        )
+        row = await cur.fetchone()
+        if row is None:
+            raise RunNotFoundError(control.no_run(run_id))
+        await cur.execute(
+            "SELECT 1 FROM tether_threads WHERE thread_id = %s FOR UPDATE", (row["thread_id"],)
+        )
+        return str(row["thread_id"])
+
+    async def get_run(self, run_id: str, *, tenant: str = "") -> Run:
+        async with self._pool.connection() as conn:
+            cur = await conn.execute(
+                "SELECT * FROM tether_runs WHERE run_id = %s AND tenant_id = %s", (run_id, tenant)
+            )
+            row = await cur.fetchone()
+        if row is None:
+            raise RunNotFoundError(control.no_run(run_id))
+        return POSTGRES.run(row)
+
+    async def list_runs(
+        self,
+        *,
+        tenant: str = "",
+        thread_id: str | None = None,
+        status: RunStatus | None = None,
+        limit: int = 100,
+        offset: int = 0,
+    ) -> builtins.list[Run]:
+        control.check_page(limit, offset)
+        sql = "SELECT * FROM tether_runs WHERE tenant_id = %s"
+        params: list[Any] = [tenant]
+        if thread_id is not None:
+            sql += " AND thread_id = %s"
+            params.append(thread_id)
+        if status is not None:
+            sql += " AND status = %s"
+            params.append(status)
+        sql += " ORDER BY created_at DESC, seq DESC LIMIT %s OFFSET %s"
+        async with self._pool.connection() as conn:
+            cur = await conn.execute(sql, [*params, limit, offset])
+            return [POSTGRES.run(r) for r in await cur.fetchall()]
+
+    async def cancel_run(
+        self,
+        run_id: str,
+        *,
+        tenant: str = "",
+        action: CancelAction = "interrupt",
+        reason: str | None = None,
+    ) -> Run:
+        control.check_action(action)
+        async with self._tx() as cur:
+            await self._thread_of(cur, run_id, tenant)
+            return await self._cancel_in(cur, run_id, action, reason)
+
+    async def resume_run(
+        self,
+        run_id: str,
+        command: Mapping[str, Any],
+        *,
+        tenant: str = "",
+        events: Sequence[NewEvent] = (),
+    ) -> Run:
+        payload = control.resume_input(command)
+        async with self._tx() as cur:
+            thread_id = await self._thread_of(cur, run_id, tenant)
+            await cur.execute(_RESUME, {"run": run_id, "input": payload})
+            row = await cur.fetchone()
+            if row is None:
+                raise RunNotActiveError(
+                    control.not_interrupted(await self._locked_run(cur, run_id))
+                )
+            await _append(cur, run_id, [*events, control.resumed_event(int(row["resumes"]))])
+            await cur.execute(
+                "UPDATE tether_threads SET status = 'busy', updated_at = now() "
+                "WHERE thread_id = %s",
+                (thread_id,),
+            )
+            await cur.execute(
+                "SELECT pg_notify('tether_runs', %s), pg_notify('tether_events', %s)",
+                (row["graph_id"], run_id),
+            )
+            return await self._locked_run(cur, run_id)
+
+    async def add_events(self, run_id: str, events: Sequence[NewEvent], *, tenant: str = "") -> int:
+        async with self._tx() as cur:
+            await cur.execute(
+                "SELECT 1 FROM tether_runs WHERE run_id = %s AND tenant_id = %s FOR UPDATE",
+                (run_id, tenant),
+            )
+            if await cur.fetchone() is None:
+                raise RunNotFoundError(control.no_run(run_id))
+            last = await _append(cur, run_id, events)
+            await cur.execute("SELECT pg_notify('tether_events', %s)", (run_id,))
+            return last
+
+    async def events(
+        self,
+        run_id: str,
+        *,
+        tenant: str = "",
+        after: int = 0,
+        limit: int = 1000,
+        kinds: Sequence[str] | None = None,
+    ) -> builtins.list[RunEvent]:
+        control.check_page(limit, after, offset_name="after")
+        sql = """SELECT e.* FROM tether_run_events e JOIN tether_runs r ON r.run_id = e.run_id
+                  WHERE e.run_id = %s AND r.tenant_id = %s AND e.seq > %s"""
+        params: list[Any] = [run_id, tenant, after]
+        if kinds is not None:
+            sql += " AND e.kind = ANY(%s)"
+            params.append(list(kinds))
+        async with self._pool.connection() as conn:
+            cur = await conn.execute(sql + " ORDER BY e.seq LIMIT %s", [*params, limit])
+            rows = await cur.fetchall()
+            if not rows:
+                cur = await conn.execute(
+                    "SELECT 1 FROM tether_runs WHERE run_id = %s AND tenant_id = %s",
+                    (run_id, tenant),
+                )
+                if await cur.fetchone() is None:
+                    raise RunNotFoundError(control.no_run(run_id))
+        return [POSTGRES.event(r) for r in rows]

@@ -1,0 +1,328 @@
+"""The PostgreSQL run store's worker plane: claim, heartbeat, release, finish, events (§3.3).
+
+Every write for a held run names its fence in the same statement
+(``WHERE run_id = … AND fence = … AND status = 'running'``); when that matches
+no row the transaction rolls back and :class:`FenceLostError` is raised, so a
+worker that lost its run writes nothing. Locks are taken thread row first,
+then run row, as the control plane does; the claims use ``SKIP LOCKED`` and
+never wait.
+"""
+
+from __future__ import annotations
+
+import builtins
+from collections.abc import AsyncIterator, Mapping, Sequence
+from contextlib import asynccontextmanager
+from typing import Any
+
+from psycopg import AsyncCursor
+from psycopg.rows import DictRow
+from psycopg_pool import AsyncConnectionPool
+
+from tether.runtime.errors import FenceLostError
+from tether.runtime.models import Run
+from tether.runtime.store.base import KEEP, Claim, Held, Hold, NewEvent, Outcome, WorkerInfo
+from tether.runtime.store.control import attempts_exceeded, finished_data
+from tether.runtime.store.encoding import dumps
+from tether.runtime.store.rows import POSTGRES
+
+__all__ = ["PostgresWorkerPlane", "insert_events"]
+
+Cursor = AsyncCursor[DictRow]
+
+_CLAIM = """
+WITH candidate AS (
+    SELECT r.run_id, r.thread_id, {previous} AS previous_worker
+      FROM tether_runs r
+      JOIN tether_threads t ON t.thread_id = r.thread_id
+     WHERE {where}
+       AND r.graph_id = ANY(%(graphs)s)
+     ORDER BY {order}
+     LIMIT %(limit)s
+       FOR UPDATE OF r, t SKIP LOCKED
+),
+claimed AS (
+    UPDATE tether_runs r
+       SET status = 'running', fence = r.fence + 1, attempt = r.attempt + 1,
+           worker_id = %(worker)s,
+           lease_expires_at = now() + make_interval(secs => %(lease)s),
+           started_at = COALESCE(r.started_at, now()), updated_at = now(),
+           last_seq = r.last_seq + 1
+      FROM candidate c
+     WHERE r.run_id = c.run_id
+ RETURNING r.*, c.previous_worker
+),
+held AS (
+    UPDATE tether_threads t
+       SET active_run_id = c.run_id, status = 'busy', updated_at = now()
+      FROM claimed c
+     WHERE t.thread_id = c.thread_id
+),
+started AS (
+    INSERT INTO tether_run_events (run_id, seq, kind, data, fence, worker_id)
+    SELECT c.run_id, c.last_seq, 'run.started',
+           jsonb_strip_nulls(jsonb_build_object(
+               'attempt', c.attempt, 'resumes', c.resumes, 'worker_id', %(worker)s::text,
+               'fence', c.fence, 'took_over_from', c.previous_worker))::text,
+           c.fence, %(worker)s
+      FROM claimed c
+)
+SELECT c.*, pg_notify('tether_events', c.run_id) FROM claimed c ORDER BY c.seq
+"""
+CLAIM_PENDING = _CLAIM.format(
+    previous="NULL::text",
+    where="""r.status = 'pending'
+       AND r.available_at <= now()
+       AND t.active_run_id IS NULL
+       AND NOT EXISTS (SELECT 1 FROM tether_runs h
+                        WHERE h.thread_id = r.thread_id AND h.status = 'pending'
+                          AND h.seq < r.seq)""",
+    order="r.available_at, r.seq",
+)
+CLAIM_EXPIRED = _CLAIM.format(
+    previous="r.worker_id",
+    where="r.status = 'running' AND r.lease_expires_at < now()",
+    order="r.lease_expires_at",
+)
+_FINISH_THREAD = """
+UPDATE tether_threads
+   SET active_run_id = NULL,
+       status = CASE WHEN EXISTS (SELECT 1 FROM tether_runs p
+                                   WHERE p.thread_id = %(thread)s AND p.status = 'pending')
+                     THEN 'busy' ELSE %(thread_status)s END,
+       state_values = CASE WHEN %(keep)s THEN state_values ELSE %(values)s END,
+       interrupts = COALESCE(%(interrupts)s::jsonb, interrupts),
+       error = %(thread_error)s, updated_at = now(), state_updated_at = now()
+ WHERE thread_id = %(thread)s AND active_run_id = %(run)s"""
+_FINISH_RUN = """
+UPDATE tether_runs
+   SET status = %(status)s, worker_id = NULL, lease_expires_at = NULL,
+       waiting_on = %(waiting_on)s::jsonb, error = %(error)s, ended_reason = %(reason)s,
+       ended_at = CASE WHEN %(status)s = 'interrupted' THEN NULL ELSE now() END,
+       input = NULL, input_kind = 'none',
+       last_seq = last_seq + 1, updated_at = now()
+ WHERE run_id = %(run)s AND fence = %(fence)s AND status = 'running'
+RETURNING *"""
+_RELEASE_THREAD = """
+UPDATE tether_threads SET active_run_id = NULL, updated_at = now()
+ WHERE thread_id = %(thread)s AND active_run_id = %(run)s"""
+_RELEASE_RUN = """
+UPDATE tether_runs
+   SET status = 'pending', worker_id = NULL, lease_expires_at = NULL,
+       available_at = now(), attempt = attempt - %(refund)s,
+       last_seq = last_seq + 1, updated_at = now()
+ WHERE run_id = %(run)s AND fence = %(fence)s AND status = 'running'
+RETURNING *"""
+_BUMP_FENCED = """
+UPDATE tether_runs SET last_seq = last_seq + %(n)s
+ WHERE run_id = %(run)s AND fence = %(fence)s AND status = 'running'
+RETURNING last_seq - %(n)s AS base"""
+_INSERT_EVENTS = """
+INSERT INTO tether_run_events (run_id, seq, kind, ns, data, fence, worker_id)
+SELECT %(run)s, %(base)s + e.ord, e.kind, e.ns, e.data, %(fence)s, %(worker)s
+  FROM unnest(%(kinds)s::text[], %(nss)s::text[], %(datas)s::text[])
+       WITH ORDINALITY AS e(kind, ns, data, ord)"""
+_HEARTBEAT = """
+UPDATE tether_runs
+   SET lease_expires_at = now() + make_interval(secs => %(lease)s)
+ WHERE worker_id = %(worker)s AND status = 'running'
+RETURNING run_id, fence, cancel_action, cancel_reason, deadline_at"""
+
+
+async def insert_events(
+    cur: Cursor,
+    run_id: str,
+    base: int,
+    events: Sequence[NewEvent],
+    *,
+    fence: int | None = None,
+    worker: str | None = None,
+) -> None:
+    """Insert ``events`` as seqs ``base + 1 …`` (the caller reserved them on the run row)."""
+    if not events:
+        return
+    await cur.execute(
+        _INSERT_EVENTS,
+        {
+            "run": run_id,
+            "base": base,
+            "fence": fence,
+            "worker": worker,
+            "kinds": [e.kind for e in events],
+            "nss": [e.ns for e in events],
+            "datas": [dumps(e.data) for e in events],
+        },
+    )
+
+
+class PostgresWorkerPlane:
+    """Worker-plane methods of ``PostgresRunStore`` (needs ``self._pool``)."""
+
+    _pool: AsyncConnectionPool[Any]
+
+    @asynccontextmanager
+    async def _tx(self) -> AsyncIterator[Cursor]:
+        """A cursor inside one transaction: committed on exit, rolled back on error."""
+        async with self._pool.connection() as conn, conn.transaction(), conn.cursor() as cur:
+            yield cur
+
+    async def register_worker(self, worker: WorkerInfo) -> None:
+        async with self._tx() as cur:
+            await cur.execute(
+                """INSERT INTO tether_workers (worker_id, host, pid, graphs, concurrency)
+                   VALUES (%s, %s, %s, %s::jsonb, %s)
+                   ON CONFLICT (worker_id) DO UPDATE
+                      SET graphs = excluded.graphs, concurrency = excluded.concurrency,
+                          last_heartbeat = now(), stopping = false""",
+                (
+                    worker.worker_id,
+                    worker.host,
+                    worker.pid,
+                    dumps(list(worker.graphs)),
+                    worker.concurrency,
+                ),
+            )
+
+    async def unregister_worker(self, worker_id: str) -> None:
+        async with self._tx() as cur:
+            await cur.execute("DELETE FROM tether_workers WHERE worker_id = %s", (worker_id,))
+
+    async def claim(
+        self, worker_id: str, *, graphs: Sequence[str], limit: int, lease: float
+    ) -> builtins.list[Claim]:
+        return await self._claim(CLAIM_PENDING, worker_id, graphs, limit, lease)
+
+    async def claim_expired(
+        self, worker_id: str, *, graphs: Sequence[str], limit: int, lease: float
+    ) -> builtins.list[Claim]:
+        return await self._claim(CLAIM_EXPIRED, worker_id, graphs, limit, lease)
+
+    async def _claim(
+        self, sql: str, worker: str, graphs: Sequence[str], limit: int, lease: float
+    ) -> builtins.list[Claim]:
+        if limit <= 0 or not graphs:
+            return []
+        params = {"graphs": list(graphs), "limit": limit, "worker": worker, "lease": lease}
+        claims: builtins.list[Claim] = []
+        async with self._tx() as cur:
+            await cur.execute(sql, params)
+            for row in await cur.fetchall():
+                run = POSTGRES.run(row)
+                if run.attempt > run.max_attempts:
+                    hold = Hold(run.run_id, run.thread_id, worker, run.fence)
+                    await self._finish_in(cur, hold, attempts_exceeded(run))
+                else:
+                    claims.append(Claim(run, row["previous_worker"]))
+        return claims
+
+    async def heartbeat(self, worker_id: str, *, lease: float) -> builtins.list[Held]:
+        async with self._tx() as cur:
+            await cur.execute(_HEARTBEAT, {"worker": worker_id, "lease": lease})
+            rows = await cur.fetchall()
+            await cur.execute(
+                "UPDATE tether_workers SET last_heartbeat = now() WHERE worker_id = %s",
+                (worker_id,),
+            )
+        return [
+            Held(
+                r["run_id"],
+                int(r["fence"]),
+                r["cancel_action"],
+                r["cancel_reason"],
+                POSTGRES.maybe_time(r["deadline_at"]),
+            )
+            for r in rows
+        ]
+
+    async def release(self, hold: Hold, *, reason: str = "", retry: bool = False) -> Run:
+        params = {"thread": hold.thread_id, "run": hold.run_id, "fence": hold.fence}
+        async with self._tx() as cur:
+            await cur.execute(_RELEASE_THREAD, params)
+            await cur.execute(_RELEASE_RUN, {**params, "refund": 0 if retry else 1})
+            row = await self._fenced_row(cur, hold)
+            data = {"reason": reason, "retry": retry, "attempt": int(row["attempt"])}
+            await insert_events(
+                cur,
+                hold.run_id,
+                int(row["last_seq"]) - 1,
+                [NewEvent("run.released", data)],
+                fence=hold.fence,
+                worker=hold.worker_id,
+            )
+            await cur.execute(
+                "SELECT pg_notify('tether_runs', %s), pg_notify('tether_events', %s)",
+                (row["graph_id"], hold.run_id),
+            )
+        return POSTGRES.run(row)
+
+    async def finish(self, hold: Hold, outcome: Outcome) -> Run:
+        async with self._tx() as cur:
+            return await self._finish_in(cur, hold, outcome)
+
+    async def _finish_in(self, cur: Cursor, hold: Hold, outcome: Outcome) -> Run:
+        keep = outcome.values is KEEP
+        params: dict[str, Any] = {
+            "thread": hold.thread_id,
+            "run": hold.run_id,
+            "fence": hold.fence,
+            "thread_status": outcome.thread_status,
+            "keep": keep,
+            "values": None if keep else dumps(outcome.values),
+            "interrupts": None if outcome.interrupts is None else dumps(outcome.interrupts),
+            "thread_error": _json_or_none(outcome.thread_error),
+            "status": outcome.status,
+            "waiting_on": dumps([w.as_dict() for w in outcome.waiting_on]),
+            "error": _json_or_none(outcome.error),
+            "reason": outcome.reason,
+        }
+        await cur.execute(_FINISH_THREAD, params)
+        await cur.execute(_FINISH_RUN, params)
+        row = await self._fenced_row(cur, hold)
+        finished = NewEvent("run.finished", finished_data(outcome))
+        await insert_events(
+            cur,
+            hold.run_id,
+            int(row["last_seq"]) - 1,
+            [finished],
+            fence=hold.fence,
+            worker=hold.worker_id,
+        )
+        await cur.execute(
+            "SELECT pg_notify('tether_runs', %s), pg_notify('tether_events', %s)",
+            (row["graph_id"], hold.run_id),
+        )
+        return POSTGRES.run(row)
+
+    async def append_events(self, hold: Hold, events: Sequence[NewEvent]) -> int:
+        async with self._tx() as cur:
+            await cur.execute(
+                _BUMP_FENCED, {"n": len(events), "run": hold.run_id, "fence": hold.fence}
+            )
+            base = int((await self._fenced_row(cur, hold))["base"])
+            await insert_events(
+                cur, hold.run_id, base, events, fence=hold.fence, worker=hold.worker_id
+            )
+            if events:
+                await cur.execute("SELECT pg_notify('tether_events', %s)", (hold.run_id,))
+        return base + len(events)
+
+    async def verify(self, run_id: str, fence: int) -> bool:
+        async with self._pool.connection() as conn:
+            cur = await conn.execute(
+                "SELECT 1 FROM tether_runs WHERE run_id = %s AND fence = %s AND status = 'running'",
+                (run_id, fence),
+            )
+            return await cur.fetchone() is not None
+
+    @staticmethod
+    async def _fenced_row(cur: Cursor, hold: Hold) -> DictRow:
+        """The row a fenced UPDATE returned; none: the fence moved on (the caller's
+        transaction rolls back as the error leaves it)."""
+        row = await cur.fetchone()
+        if row is None:
+            raise FenceLostError(hold.run_id, hold.fence)
+        return row
+
+
+def _json_or_none(value: Mapping[str, Any] | None) -> str | None:
+    return None if value is None else dumps(dict(value))

@@ -1,0 +1,476 @@
+"""The SQLite run store: connection, migrations and the control plane (§3.2.3, §3.3.7, §3.7).
+
+One host, several processes: every write transaction starts with ``BEGIN
+IMMEDIATE``, which takes SQLite's single write lock before reading, so two
+processes never both decide on the same rows; ``busy_timeout`` makes the
+second wait instead of failing. The connection is WAL, foreign keys on,
+autocommit (``isolation_level=None``), and used from one thread of its own.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import builtins
+import sqlite3
+from collections.abc import Mapping, Sequence
+from concurrent.futures import ThreadPoolExecutor
+from datetime import UTC, datetime
+from typing import Any, Literal
+
+from tether.runtime import migrations
+from tether.runtime.errors import (
+    AlreadyExistsError,
+    AssistantNotFoundError,
+    RunNotActiveError,
+    RunNotFoundError,
+    ThreadBusyError,
+    ThreadNotFoundError,
+)
+from tether.runtime.ids import check_id, new_id, system_assistant_id
+from tether.runtime.models import (
+    Assistant,
+    CancelAction,
+    IfExists,
+    Run,
+    RunEvent,
+    RunStatus,
+    Thread,
+    ThreadStatus,
+)
+from tether.runtime.multitask import BUSY_MESSAGE, InflightRun, plan, superseded_reason
+from tether.runtime.store import control
+from tether.runtime.store.base import Created, NewEvent, NewRun
+from tether.runtime.store.encoding import dumps
+from tether.runtime.store.rows import SQLITE
+from tether.runtime.store.sqlite_worker import SqliteWorkerPlane, insert_events
+from tether.runtime.store.validation import ValidRun, check_mapping, validate
+
+__all__ = ["BUSY_TIMEOUT_MS", "SqliteRunStore", "connect"]
+
+BUSY_TIMEOUT_MS = 5000
+DB = sqlite3.Connection
+_INSERT_RUN = """
+INSERT INTO tether_runs (run_id, seq, tenant_id, thread_id, assistant_id, graph_id, status,
+    multitask_strategy, kwargs, input, input_kind, metadata, max_attempts, available_at,
+    deadline_at, step_timeout_s, last_seq, created_at, updated_at)
+VALUES (:run, (SELECT COALESCE(MAX(seq), 0) + 1 FROM tether_runs), :tenant, :thread,
+    :assistant, :graph, 'pending', :strategy, :kwargs, :input, :input_kind, :metadata,
+    :max_attempts, :now + :after, :deadline, :step_timeout, 0, :now, :now)"""
+_FREE_THREAD = """
+UPDATE tether_threads
+   SET status = CASE WHEN EXISTS (SELECT 1 FROM tether_runs r WHERE r.thread_id = :thread
+                                     AND r.status IN ('pending', 'running'))
+                     THEN 'busy' ELSE 'idle' END,
+       updated_at = :now
+ WHERE thread_id = :thread"""
+
+
+def connect(path: str) -> DB:
+    """A runtime connection: busy timeout, WAL, foreign keys, autocommit."""
+    db = sqlite3.connect(path, isolation_level=None, check_same_thread=False)
+    db.row_factory = sqlite3.Row
+    db.execute(f"PRAGMA busy_timeout = {BUSY_TIMEOUT_MS}")
+    db.execute("PRAGMA journal_mode = WAL")
+    db.execute("PRAGMA foreign_keys = ON")
+    return db
+
+
+def _append(db: DB, run_id: str, events: Sequence[NewEvent], now: float) -> int:
+    """Append control-plane events (no fence) inside the caller's write transaction."""
+    row = db.execute(
+        "UPDATE tether_runs SET last_seq = last_seq + ? WHERE run_id = ? RETURNING last_seq",
+        (len(events), run_id),
+    ).fetchone()
+    insert_events(db, run_id, row[0] - len(events), events, now)
+    return int(row[0])
+
+
+def _run(db: DB, run_id: str) -> Run:
+    return SQLITE.run(
+        db.execute("SELECT * FROM tether_runs WHERE run_id = ?", (run_id,)).fetchone()
+    )
+
+
+def _tenant_run(db: DB, run_id: str, tenant: str) -> Run:
+    row = db.execute(
+        "SELECT * FROM tether_runs WHERE run_id = ? AND tenant_id = ?", (run_id, tenant)
+    ).fetchone()
+    if row is None:
+        raise RunNotFoundError(control.no_run(run_id))
+    return SQLITE.run(row)
+
+
+def _cancel_in(db: DB, now: float, run_id: str, action: CancelAction, reason: str | None) -> Run:
+    """Cancel a run inside the caller's write transaction (§3.7)."""
+    run = _run(db, run_id)
+    control.check_cancellable(run)
+    if run.status == "running":
+        db.execute(
+            "UPDATE tether_runs SET cancel_action = ?, cancel_reason = ?, "
+            "cancel_requested_at = ?, updated_at = ? WHERE run_id = ?",
+            (action, reason, now, now, run_id),
+        )
+    else:
+        db.execute(
+            "UPDATE tether_runs SET status = 'cancelled', cancel_action = ?, cancel_reason = ?, "
+            "cancel_requested_at = ?, ended_at = ?, updated_at = ? WHERE run_id = ?",
+            (action, reason, now, now, now, run_id),
+        )
+    _append(db, run_id, [control.cancel_event(run.status, action, reason)], now)
+    if run.status != "running":
+        db.execute(_FREE_THREAD, {"thread": run.thread_id, "now": now})
+    return _run(db, run_id)
+
+
+def _continue_interrupted(db: DB, now: float, thread_id: str, new: str) -> Run | None:
+    rows = db.execute(
+        """UPDATE tether_runs SET status = 'success', ended_at = :now, updated_at = :now,
+                  ended_reason = :reason, input = NULL, input_kind = 'none'
+            WHERE thread_id = :thread AND status = 'interrupted' RETURNING run_id""",
+        {"now": now, "reason": control.continued_reason(new), "thread": thread_id},
+    ).fetchall()
+    last = None
+    for row in rows:
+        _append(db, row[0], [control.continued_event(new)], now)
+        last = _run(db, row[0])
+    return last
+
+
+def _create_run(db: DB, now: float, v: ValidRun, assistant: Assistant, tenant: str) -> Created:
+    thread_id = v.thread_id or new_id()
+    if v.create_thread:
+        meta = dumps({"graph_id": assistant.graph_id, "assistant_id": assistant.assistant_id})
+        db.execute(
+            """INSERT INTO tether_threads (thread_id, tenant_id, metadata, temporary, status,
+                   created_at, updated_at, state_updated_at)
+               VALUES (?, ?, ?, ?, 'busy', ?, ?, ?) ON CONFLICT (thread_id) DO NOTHING""",
+            (thread_id, tenant, meta, v.temporary, now, now, now),
+        )
+    owner = db.execute(
+        "SELECT tenant_id FROM tether_threads WHERE thread_id = ?", (thread_id,)
+    ).fetchone()
+    if owner is None or owner[0] != tenant:
+        raise ThreadNotFoundError(control.no_thread(thread_id))
+    inflight = [
+        InflightRun(r[0], r[1])
+        for r in db.execute(
+            "SELECT run_id, status FROM tether_runs WHERE thread_id = ? "
+            "AND status IN ('pending', 'running') ORDER BY seq",
+            (thread_id,),
+        )
+    ]
+    decision = plan(v.strategy, inflight)
+    if decision.reject:
+        raise ThreadBusyError(BUSY_MESSAGE)
+    continued = _continue_interrupted(db, now, thread_id, v.run_id)
+    params = {
+        "run": v.run_id, "tenant": tenant, "thread": thread_id, "now": now,
+        "assistant": assistant.assistant_id, "graph": assistant.graph_id,
+        "strategy": v.strategy, "kwargs": v.kwargs_json, "input": v.input_json,
+        "input_kind": v.input_kind, "metadata": v.metadata_json,
+        "max_attempts": v.max_attempts, "after": v.after_seconds,
+        "deadline": None if v.deadline_at is None else v.deadline_at.timestamp(),
+        "step_timeout": v.step_timeout,
+    }  # fmt: skip
+    try:
+        db.execute(_INSERT_RUN, params)
+    except sqlite3.IntegrityError as exc:
+        raise AlreadyExistsError(f"run {v.run_id} already exists") from exc
+    _append(db, v.run_id, [control.created_event(assistant, v)], now)
+    reason = superseded_reason(v.run_id, v.strategy)
+    superseded = tuple(_cancel_in(db, now, r, action, reason) for r, action in decision.cancel)
+    db.execute(
+        "UPDATE tether_threads SET status = 'busy', updated_at = ? WHERE thread_id = ?",
+        (now, thread_id),
+    )
+    return Created(_run(db, v.run_id), superseded, continued)
+
+
+def _resume(
+    db: DB, now: float, run_id: str, tenant: str, *, payload: str, events: Sequence[NewEvent]
+) -> Run:
+    run = _tenant_run(db, run_id, tenant)
+    if run.status != "interrupted":
+        raise RunNotActiveError(control.not_interrupted(run))
+    db.execute(
+        """UPDATE tether_runs
+              SET status = 'pending', input_kind = 'command', input = :input,
+                  resumes = resumes + 1, attempt = 0, available_at = :now, waiting_on = '[]',
+                  cancel_action = NULL, cancel_reason = NULL, cancel_requested_at = NULL,
+                  updated_at = :now
+            WHERE run_id = :run""",
+        {"input": payload, "now": now, "run": run_id},
+    )
+    _append(db, run_id, [*events, control.resumed_event(run.resumes + 1)], now)
+    db.execute(
+        "UPDATE tether_threads SET status = 'busy', updated_at = ? WHERE thread_id = ?",
+        (now, run.thread_id),
+    )
+    return _run(db, run_id)
+
+
+class SqliteRunStore(SqliteWorkerPlane):
+    """The run store on SQLite. Open it with ``open_run_store("sqlite:///path")``."""
+
+    dialect: Literal["sqlite"] = "sqlite"
+
+    def __init__(self, db: DB, executor: ThreadPoolExecutor) -> None:
+        self._db = db
+        self._executor = executor
+
+    @classmethod
+    async def open(cls, path: str) -> SqliteRunStore:
+        executor = ThreadPoolExecutor(max_workers=1, thread_name_prefix="tether-runstore")
+        try:
+            db = await asyncio.get_running_loop().run_in_executor(executor, connect, path)
+        except BaseException:
+            executor.shutdown(wait=False)
+            raise
+        return cls(db, executor)
+
+    async def aclose(self) -> None:
+        await self._run(lambda db: db.close())
+        self._executor.shutdown(wait=True)
+
+    async def setup(self) -> None:
+        await self._run(migrations.apply_sqlite)
+
+    async def schema_version(self) -> int:
+        return await self._run(migrations.sqlite_version)
+
+    # -- assistants -----------------------------------------------------------------------
+
+    async def put_assistant(
+        self,
+        graph_id: str,
+        *,
+        tenant: str = "",
+        assistant_id: str | None = None,
+        name: str | None = None,
+        description: str | None = None,
+        config: Mapping[str, Any] | None = None,
+        context: Mapping[str, Any] | None = None,
+        metadata: Mapping[str, Any] | None = None,
+        if_exists: IfExists = "raise",
+    ) -> Assistant:
+        a = control.new_assistant(
+            graph_id,
+            assistant_id=assistant_id,
+            name=name,
+            description=description,
+            config=config,
+            context=context,
+            metadata=metadata,
+            if_exists=if_exists,
+        )
+
+        def put(db: DB, now: float) -> tuple[bool, sqlite3.Row]:
+            values = (a.assistant_id, a.graph_id, a.name, a.description, *a.json)
+            inserted = db.execute(
+                """INSERT INTO tether_assistants (assistant_id, graph_id, name, description,
+                       config, context, metadata, tenant_id, created_at, updated_at)
+                   VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
+                   ON CONFLICT (assistant_id) DO NOTHING""",
+                (*values, tenant, now, now),
+            ).rowcount
+            if inserted:
+                db.execute(
+                    """INSERT INTO tether_assistant_versions (assistant_id, graph_id, name,
+                           description, config, context, metadata, version, created_at)
+                       VALUES (?, ?, ?, ?, ?, ?, ?, 1, ?)""",
+                    (*values, now),
+                )
+            row = db.execute(
+                "SELECT * FROM tether_assistants WHERE assistant_id = ?", (a.assistant_id,)
+            ).fetchone()
+            return bool(inserted), row
+
+        inserted, row = await self._write(put)
+        if inserted:
+            return SQLITE.assistant(row)
+        return control.existing_assistant(SQLITE.assistant(row), tenant, if_exists)
+
+    async def get_assistant(self, assistant_id: str, *, tenant: str = "") -> Assistant:
+        def get(db: DB) -> sqlite3.Row | None:
+            row: sqlite3.Row | None = db.execute(
+                """SELECT * FROM tether_assistants
+                    WHERE (assistant_id = ? AND tenant_id IN (?, ''))
+                       OR (assistant_id = ? AND tenant_id = '')
+                    ORDER BY assistant_id = ? DESC LIMIT 1""",
+                (assistant_id, tenant, system_assistant_id(assistant_id), assistant_id),
+            ).fetchone()
+            return row
+
+        row = await self._run(get)
+        if row is None:
+            raise AssistantNotFoundError(control.no_assistant(assistant_id))
+        return SQLITE.assistant(row)
+
+    # -- threads --------------------------------------------------------------------------
+
+    async def create_thread(
+        self,
+        *,
+        tenant: str = "",
+        thread_id: str | None = None,
+        metadata: Mapping[str, Any] | None = None,
+        if_exists: IfExists = "raise",
+    ) -> Thread:
+        tid = new_id() if thread_id is None else check_id(thread_id, "thread_id")
+        control.check_if_exists(if_exists)
+        meta = dumps(dict(check_mapping(metadata, "metadata")))
+
+        def create(db: DB, now: float) -> sqlite3.Row:
+            inserted = db.execute(
+                """INSERT INTO tether_threads (thread_id, tenant_id, metadata, created_at,
+                       updated_at, state_updated_at) VALUES (?, ?, ?, ?, ?, ?)
+                   ON CONFLICT (thread_id) DO NOTHING""",
+                (tid, tenant, meta, now, now, now),
+            ).rowcount
+            row: sqlite3.Row = db.execute(
+                "SELECT * FROM tether_threads WHERE thread_id = ?", (tid,)
+            ).fetchone()
+            if not inserted:
+                control.existing_thread(row["tenant_id"], tid, tenant, if_exists)
+            return row
+
+        return SQLITE.thread(await self._write(create))
+
+    async def get_thread(self, thread_id: str, *, tenant: str = "") -> Thread:
+        row = await self._run(
+            lambda db: db.execute(
+                "SELECT * FROM tether_threads WHERE thread_id = ? AND tenant_id = ?",
+                (thread_id, tenant),
+            ).fetchone()
+        )
+        if row is None:
+            raise ThreadNotFoundError(control.no_thread(thread_id))
+        return SQLITE.thread(row)
+
+    async def list_threads(
+        self,
+        *,
+        tenant: str = "",
+        status: ThreadStatus | None = None,
+        metadata: Mapping[str, Any] | None = None,
+        limit: int = 10,
+        offset: int = 0,
+    ) -> builtins.list[Thread]:
+        control.check_page(limit, offset)
+        sql = "SELECT * FROM tether_threads WHERE tenant_id = ?"
+        params: list[Any] = [tenant]
+        if status is not None:
+            sql += " AND status = ?"
+            params.append(status)
+        for key, value in check_mapping(metadata, "metadata").items():
+            sql += " AND json_extract(metadata, ?) IS json_extract(?, '$')"
+            params += ['$."' + key.replace('"', '""') + '"', dumps(value)]
+        sql += " ORDER BY updated_at DESC, thread_id LIMIT ? OFFSET ?"
+        rows = await self._run(lambda db: db.execute(sql, [*params, limit, offset]).fetchall())
+        return [SQLITE.thread(r) for r in rows]
+
+    async def delete_thread(self, thread_id: str, *, tenant: str = "") -> None:
+        deleted = await self._write(
+            lambda db, _: (
+                db.execute(
+                    "DELETE FROM tether_threads WHERE thread_id = ? AND tenant_id = ?",
+                    (thread_id, tenant),
+                ).rowcount
+            )
+        )
+        if not deleted:
+            raise ThreadNotFoundError(control.no_thread(thread_id))
+
+    # -- runs -----------------------------------------------------------------------------
+
+    async def create_run(self, request: NewRun, *, tenant: str = "") -> Created:
+        v = validate(request, now=datetime.now(UTC))
+        assistant = await self.get_assistant(v.assistant_id, tenant=tenant)
+        return await self._write(lambda db, now: _create_run(db, now, v, assistant, tenant))
+
+    async def get_run(self, run_id: str, *, tenant: str = "") -> Run:
+        return await self._run(lambda db: _tenant_run(db, run_id, tenant))
+
+    async def list_runs(
+        self,
+        *,
+        tenant: str = "",
+        thread_id: str | None = None,
+        status: RunStatus | None = None,
+        limit: int = 100,
+        offset: int = 0,
+    ) -> builtins.list[Run]:
+        control.check_page(limit, offset)
+        sql = "SELECT * FROM tether_runs WHERE tenant_id = ?"
+        params: list[Any] = [tenant]
+        if thread_id is not None:
+            sql += " AND thread_id = ?"
+            params.append(thread_id)
+        if status is not None:
+            sql += " AND status = ?"
+            params.append(status)
+        sql += " ORDER BY created_at DESC, seq DESC LIMIT ? OFFSET ?"
+        rows = await self._run(lambda db: db.execute(sql, [*params, limit, offset]).fetchall())
+        return [SQLITE.run(r) for r in rows]
+
+    async def cancel_run(
+        self,
+        run_id: str,
+        *,
+        tenant: str = "",
+        action: CancelAction = "interrupt",
+        reason: str | None = None,
+    ) -> Run:
+        control.check_action(action)
+
+        def cancel(db: DB, now: float) -> Run:
+            _tenant_run(db, run_id, tenant)
+            return _cancel_in(db, now, run_id, action, reason)
+
+        return await self._write(cancel)
+
+    async def resume_run(
+        self,
+        run_id: str,
+        command: Mapping[str, Any],
+        *,
+        tenant: str = "",
+        events: Sequence[NewEvent] = (),
+    ) -> Run:
+        payload = control.resume_input(command)
+        return await self._write(
+            lambda db, now: _resume(db, now, run_id, tenant, payload=payload, events=events)
+        )
+
+    async def add_events(self, run_id: str, events: Sequence[NewEvent], *, tenant: str = "") -> int:
+        def add(db: DB, now: float) -> int:
+            _tenant_run(db, run_id, tenant)
+            return _append(db, run_id, events, now)
+
+        return await self._write(add)
+
+    async def events(
+        self,
+        run_id: str,
+        *,
+        tenant: str = "",
+        after: int = 0,
+        limit: int = 1000,
+        kinds: Sequence[str] | None = None,
+    ) -> builtins.list[RunEvent]:
+        control.check_page(limit, after, offset_name="after")
+        sql = "SELECT * FROM tether_run_events WHERE run_id = ? AND seq > ?"
+        params: list[Any] = [run_id, after]
+        if kinds is not None:
+            sql += " AND kind IN (SELECT value FROM json_each(?))"
+            params.append(dumps(list(kinds)))
+
+        def read(db: DB) -> list[sqlite3.Row]:
+            db.execute("BEGIN")
+            try:
+                _tenant_run(db, run_id, tenant)
+                return db.execute(sql + " ORDER BY seq LIMIT ?", [*params, limit]).fetchall()
+            finally:
+                db.rollback()
+
+        return [SQLITE.event(r) for r in await self._run(read)]

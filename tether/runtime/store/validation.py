@@ -1,0 +1,164 @@
+"""Checking a :class:`~tether.runtime.store.base.NewRun` before any write (design §3.3.7).
+
+:func:`validate` turns a request into a :class:`ValidRun`: every field checked,
+defaults applied, JSON encoded. Each problem raises
+:class:`~tether.runtime.errors.InvalidRunRequestError` naming the field. Both
+backends call it first, so they accept and refuse exactly the same requests.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Any
+
+from tether.runtime.errors import InvalidRunRequestError
+from tether.runtime.ids import check_id, new_id
+from tether.runtime.models import STREAM_MODES, InputKind, MultitaskStrategy
+from tether.runtime.multitask import check_strategy
+from tether.runtime.store.base import NewRun
+from tether.runtime.store.encoding import dumps
+
+__all__ = ["COMMAND_KEYS", "ValidRun", "check_mapping", "encode", "validate"]
+
+COMMAND_KEYS = frozenset({"resume", "update", "goto", "graph"})
+# LangGraph's 400 text (langgraph_api models/run.py).
+RESUME_NEEDS_THREAD = "You must provide a thread_id when resuming."
+
+
+@dataclass(frozen=True)
+class ValidRun:
+    """A checked request: ids, encoded JSON columns, and the thread to use or create."""
+
+    run_id: str
+    assistant_id: str
+    thread_id: str | None  # None: a new temporary thread
+    temporary: bool
+    create_thread: bool
+    strategy: MultitaskStrategy
+    input_kind: InputKind
+    input_json: str
+    kwargs_json: str
+    metadata_json: str
+    after_seconds: float
+    deadline_at: datetime | None
+    step_timeout: float | None
+    max_attempts: int
+
+
+def encode(value: Any, what: str) -> str:
+    """``value`` as JSON, or ``InvalidRunRequestError`` naming ``what``."""
+    try:
+        return dumps(value)
+    except TypeError as exc:
+        raise InvalidRunRequestError(f"{what}: {exc}") from exc
+
+
+def check_mapping(value: object, what: str) -> Mapping[str, Any]:
+    """``value`` if it is a mapping with string keys (``None`` counts as empty)."""
+    if value is None:
+        return {}
+    if not isinstance(value, Mapping) or not all(isinstance(k, str) for k in value):
+        raise InvalidRunRequestError(f"{what} must be a mapping with string keys")
+    return value
+
+
+def _seconds(value: object, what: str, *, allow_zero: bool) -> float:
+    ok = isinstance(value, int | float) and not isinstance(value, bool)
+    number = float(value) if ok else math.nan  # type: ignore[arg-type]
+    if not ok or not math.isfinite(number) or number < 0 or (number == 0 and not allow_zero):
+        bound = ">= 0" if allow_zero else "> 0"
+        raise InvalidRunRequestError(f"{what} must be a finite number of seconds {bound}")
+    return number
+
+
+def _check_stream_mode(kwargs: Mapping[str, Any]) -> None:
+    mode = kwargs.get("stream_mode")
+    if mode is None:
+        return
+    modes = [mode] if isinstance(mode, str) else mode
+    if not isinstance(modes, list | tuple) or not modes:
+        raise InvalidRunRequestError("stream_mode must be a stream mode or a non-empty list")
+    unknown = [m for m in modes if m not in STREAM_MODES]
+    if unknown:
+        raise InvalidRunRequestError(
+            f"stream_mode {unknown[0]!r} is unknown; use one of {', '.join(STREAM_MODES)}"
+        )
+
+
+def _command(request: NewRun) -> InputKind:
+    if request.command is None:
+        return "input"
+    if request.input is not None:
+        raise InvalidRunRequestError("input and command were both given; give one of them")
+    command = check_mapping(request.command, "command")
+    unknown = sorted(set(command) - COMMAND_KEYS)
+    if unknown or not command:
+        raise InvalidRunRequestError(
+            f"command must have some of the keys {', '.join(sorted(COMMAND_KEYS))}"
+            + (f"; {', '.join(unknown)} is not one" if unknown else "")
+        )
+    if "resume" in command and request.thread_id is None:
+        raise InvalidRunRequestError(RESUME_NEEDS_THREAD)
+    return "command"
+
+
+def validate(request: NewRun, *, now: datetime) -> ValidRun:
+    """Check ``request`` (``now`` is timezone-aware, for the deadline) and encode it."""
+    if not isinstance(request, NewRun):
+        raise InvalidRunRequestError(f"a run request must be a NewRun, got {type(request)!r}")
+    assistant_id = check_id(request.assistant_id, "assistant_id")
+    thread_id = None if request.thread_id is None else check_id(request.thread_id, "thread_id")
+    run_id = new_id() if request.run_id is None else check_id(request.run_id, "run_id")
+    input_kind = _command(request)
+    strategy = check_strategy(request.multitask_strategy)
+    if request.if_not_exists not in ("create", "reject"):
+        raise InvalidRunRequestError(
+            f"if_not_exists {request.if_not_exists!r} is unknown; use 'create' or 'reject'"
+        )
+    if request.on_completion not in (None, "delete", "keep"):
+        raise InvalidRunRequestError(
+            f"on_completion {request.on_completion!r} is unknown; use 'delete' or 'keep'"
+        )
+    after = _seconds(request.after_seconds, "after_seconds", allow_zero=True)
+    step_timeout = (
+        None
+        if request.step_timeout is None
+        else _seconds(request.step_timeout, "step_timeout", allow_zero=False)
+    )
+    deadline = request.deadline_at
+    if deadline is not None:
+        if not isinstance(deadline, datetime) or deadline.tzinfo is None:
+            raise InvalidRunRequestError("deadline_at must be a timezone-aware datetime")
+        if deadline <= now:
+            raise InvalidRunRequestError(
+                f"deadline_at {deadline.isoformat()} is in the past (now {now.isoformat()})"
+            )
+    attempts = request.max_attempts
+    if not isinstance(attempts, int) or isinstance(attempts, bool) or attempts < 1:
+        raise InvalidRunRequestError(f"max_attempts must be an integer >= 1, got {attempts!r}")
+    kwargs = dict(check_mapping(request.kwargs, "kwargs"))
+    _check_stream_mode(kwargs)
+    stateless = thread_id is None
+    on_completion = request.on_completion or ("delete" if stateless else "keep")
+    temporary = stateless and on_completion == "delete"
+    kwargs.update(on_completion=on_completion, temporary=temporary)
+    payload = request.command if input_kind == "command" else request.input
+    return ValidRun(
+        run_id=run_id,
+        assistant_id=assistant_id,
+        thread_id=thread_id,
+        temporary=temporary,
+        create_thread=stateless or request.if_not_exists == "create",
+        strategy=strategy,
+        input_kind=input_kind,
+        input_json=encode(payload, "command" if input_kind == "command" else "input"),
+        kwargs_json=encode(kwargs, "kwargs"),
+        metadata_json=encode(dict(check_mapping(request.metadata, "metadata")), "metadata"),
+        after_seconds=after,
+        deadline_at=deadline,
+        step_timeout=step_timeout,
+        max_attempts=attempts,
+    )
