@@ -1,0 +1,184 @@
+"""``tether worker`` processes executing an unchanged langgraph.json project, end to end.
+
+Everything here is real: worker OS processes, the run store and checkpoints on
+SQLite or PostgreSQL, kill -9 and SIGSTOP sent by PID.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import signal
+import sqlite3
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from tests.runtime.workers import Workers
+from tether import open_checkpointer
+from tether.runtime.api import Runtime
+
+
+async def _state(url: str, thread_id: str) -> dict[str, Any]:
+    async with open_checkpointer(url) as saver:
+        item = await saver.aget_tuple({"configurable": {"thread_id": thread_id}})
+        assert item is not None, f"thread {thread_id} has no checkpoint"
+        return dict(item.checkpoint["channel_values"])
+
+
+async def test_a_worker_runs_a_graph_of_the_project_to_success(
+    runtime: Runtime, workers: Workers, runtime_url: str
+) -> None:
+    run = await runtime.create("three_node", thread_id="t-1", input={"trace": []})
+    assert run.status == "pending"
+    workers.start(1)
+    done = await runtime.wait(run.run_id, timeout=60)
+    assert done.status == "success", done
+    assert (await _state(runtime_url, "t-1"))["trace"] == ["a", "b", "c"]
+    kinds = [e.kind for e in await runtime.events(run.run_id)]
+    assert kinds[0] == "run.created"
+    assert kinds[1] == "run.started"
+    assert kinds[-1] == "run.finished"
+    assert "values" in kinds
+    assert "node.started" in kinds
+    seqs = [e.seq for e in await runtime.events(run.run_id)]
+    assert seqs == list(range(1, len(seqs) + 1))
+    thread = await runtime.get_thread("t-1")
+    assert thread.status == "idle"
+
+
+async def test_an_interrupted_run_holds_nothing_and_resumes_on_a_command(
+    runtime: Runtime, workers: Workers, runtime_url: str
+) -> None:
+    workers.start(1)
+    run = await runtime.create("pause", thread_id="t-2", input={"n": 1})
+    first = await runtime.wait(run.run_id, timeout=60)
+    assert first.status == "interrupted"
+    assert first.worker_id is None
+    assert first.waiting_on
+    thread = await runtime.get_thread("t-2")
+    assert thread.status == "interrupted"
+    resumed = await runtime.resume(run.run_id, {"resume": "yes"})
+    assert resumed.status == "pending"
+    assert resumed.resumes == 1
+    second = await runtime.wait(run.run_id, timeout=60)
+    # The graph asks again: this time for a tether approval.
+    assert second.status == "interrupted"
+    assert [w.approval_id is not None for w in second.waiting_on] == [True]
+    assert (await _state(runtime_url, "t-2"))["answer"] == "yes"
+
+
+async def test_a_cancelled_run_stops_between_steps_and_keeps_its_partial_state(
+    runtime: Runtime, workers: Workers, runtime_url: str
+) -> None:
+    workers.start(1, extra_env={"TETHER_LOOP_N": "200"})
+    run = await runtime.create("loop_n", thread_id="t-3", input={"n": 0})
+    async for event in runtime.follow(run.run_id):
+        if event.kind == "node.finished":
+            break
+    await runtime.cancel(run.run_id, reason="enough")
+    done = await runtime.wait(run.run_id, timeout=30)
+    assert done.status == "cancelled"
+    assert "enough" in (done.ended_reason or "")
+    n = (await _state(runtime_url, "t-3"))["n"]
+    assert 1 <= n < 200
+
+
+async def test_a_rollback_cancel_removes_the_runs_checkpoints(
+    runtime: Runtime, workers: Workers, runtime_url: str
+) -> None:
+    workers.start(1, extra_env={"TETHER_LOOP_N": "200"})
+    run = await runtime.create("loop_n", thread_id="t-4", input={"n": 0})
+    async for event in runtime.follow(run.run_id):
+        if event.kind == "node.finished":
+            break
+    await runtime.cancel(run.run_id, action="rollback", reason="undo")
+    done = await runtime.wait(run.run_id, timeout=30)
+    assert done.status == "cancelled"
+    async with open_checkpointer(runtime_url) as saver:
+        assert await saver.aget_tuple({"configurable": {"thread_id": "t-4"}}) is None
+
+
+@pytest.mark.slow
+async def test_a_killed_worker_s_run_finishes_on_another_with_no_duplicate_effect(
+    runtime: Runtime, workers: Workers, runtime_url: str
+) -> None:
+    workers.start(3, concurrency=1)
+    run = await runtime.create(
+        "refund",
+        thread_id="t-kill",
+        input={"messages": [{"role": "user", "content": "Order A-1001 arrived broken."}]},
+    )
+    holder = None
+    async for event in runtime.follow(run.run_id):
+        if event.kind == "node.started" and event.data.get("node") == "tools":
+            holder = (await runtime.get(run.run_id)).worker_id
+            break
+    assert holder is not None
+    index = int(holder[1:])
+    workers.kill9(index)
+    done = await runtime.wait(run.run_id, timeout=60)
+    assert done.status == "success", done
+    started = [e for e in await runtime.events(run.run_id) if e.kind == "run.started"]
+    assert started[-1].data.get("took_over_from") == holder
+    from tether.graphs.refund_scenario import refund_effects
+
+    effects = refund_effects(workers.workdir / "refund")
+    assert effects == {"refunds": 1, "emails": 1}
+
+
+@pytest.mark.slow
+async def test_a_stopped_worker_whose_lease_was_taken_commits_nothing_after_it_wakes(
+    runtime: Runtime, workers: Workers, runtime_url: str
+) -> None:
+    workers.start(2, concurrency=1)
+    run = await runtime.create("slow_effect", thread_id="t-stop", input={"n": 7})
+    async for event in runtime.follow(run.run_id):
+        if event.kind == "node.started" and event.data.get("node") == "charge":
+            break
+    holder = (await runtime.get(run.run_id)).worker_id
+    assert holder is not None
+    index = int(holder[1:])
+    workers.signal(index, signal.SIGSTOP)
+    # Another worker takes the run over once the lease expires.
+    for _ in range(200):
+        now = await runtime.get(run.run_id)
+        if now.worker_id not in (None, holder):
+            break
+        await asyncio.sleep(0.05)
+    else:
+        raise AssertionError("nobody took the run over")
+    taken_at = (await runtime.events(run.run_id))[-1].seq
+    (workers.workdir / "release").touch()
+    done = await runtime.wait(run.run_id, timeout=60)
+    assert done.status == "success"
+    workers.signal(index, signal.SIGCONT)
+    await asyncio.sleep(3 * workers.lease)
+    later = [e for e in await runtime.events(run.run_id) if e.seq > taken_at]
+    assert all(e.worker_id != holder for e in later), later
+    workers.wait_log(index, "lease lost")
+    assert workers.procs[index].poll() is None, "the stopped worker died"
+    with sqlite3.connect(Path(workers.workdir) / "effects.db") as db:
+        keys = {k for (k,) in db.execute("SELECT key FROM effects")}
+    assert len(keys) == 1
+
+
+async def test_a_decision_enqueues_the_resume_and_a_worker_finishes_the_run(
+    runtime: Runtime, workers: Workers, runtime_url: str
+) -> None:
+    workers.start(1)
+    run = await runtime.create("pause", thread_id="t-5", input={"n": 2})
+    assert (await runtime.wait(run.run_id, timeout=60)).status == "interrupted"
+    await runtime.resume(run.run_id, {"resume": "yes"})
+    waiting = await runtime.wait(run.run_id, timeout=60)
+    assert waiting.status == "interrupted"
+    approval_id = waiting.waiting_on[0].approval_id
+    assert approval_id is not None
+    result = await runtime.decide("t-5", approval_id, "approve", by="dana")
+    assert result.finished is False  # enqueued, not run here
+    done = await runtime.wait(run.run_id, timeout=60)
+    assert done.status == "success", done
+    assert done.resumes == 2
+    assert (await _state(runtime_url, "t-5"))["trace"][-1] == "after"
+    kinds = [e.kind for e in await runtime.events(run.run_id)]
+    assert "approval.decided" in kinds

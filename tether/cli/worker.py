@@ -1,0 +1,62 @@
+"""``tether worker``: execute the runs of a ``langgraph.json`` project from a run store."""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import logging
+import os
+import sys
+from typing import Any
+
+__all__ = ["register"]
+
+
+def register(subparsers: Any) -> None:
+    """Add ``tether worker``."""
+    parser = subparsers.add_parser(
+        "worker",
+        help="claim and execute runs of a langgraph.json project",
+        description=(
+            "Claims pending runs of the graphs named in langgraph.json, executes them under "
+            "a lease (another worker takes a run over within seconds if this process dies), "
+            "and hands them back on SIGTERM."
+        ),
+    )
+    parser.add_argument(
+        "--url",
+        default=os.environ.get("TETHER_URL"),
+        help="run store: postgresql://… or sqlite:///path (default $TETHER_URL)",
+    )
+    parser.add_argument("--config", default="langgraph.json", help="the project's langgraph.json")
+    parser.add_argument("--checkpoints-url", help="where checkpoints live (default: --url)")
+    parser.add_argument("--concurrency", type=int, default=10, help="runs executed at once")
+    parser.add_argument("--lease", type=float, default=2.0, help="lease in seconds")
+    parser.add_argument(
+        "--shutdown-grace",
+        type=float,
+        default=30.0,
+        help="seconds held runs get to reach a boundary on SIGTERM",
+    )
+    parser.add_argument("--worker-id", help="this worker's id (default host:pid:random)")
+    parser.set_defaults(handler=_worker)
+
+
+def _worker(args: argparse.Namespace) -> int:
+    from tether.runtime.worker import Worker
+
+    if not args.url:
+        print("tether: error: --url (or $TETHER_URL) is required", file=sys.stderr)
+        return 2
+    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(message)s", stream=sys.stderr)
+    worker = Worker(
+        args.url,
+        args.config,
+        checkpoints_url=args.checkpoints_url,
+        concurrency=args.concurrency,
+        lease=args.lease,
+        shutdown_grace=args.shutdown_grace,
+        worker_id=args.worker_id,
+    )
+    asyncio.run(worker.run(handle_signals=True))
+    return 0

@@ -1,0 +1,364 @@
+"""``Runtime``: the control plane in Python (create, read, wait, cancel, resume, events).
+
+Workers execute; a :class:`Runtime` only writes rows and reads them. It can run
+in any process (a web server, a notebook, a CLI) against the same database as
+the workers::
+
+    async with Runtime("postgresql://…/app") as rt:
+        run = await rt.create("refund", thread_id="ticket-42", input={"messages": [...]})
+        run = await rt.wait(run.run_id)
+        async for event in rt.follow(run.run_id):
+            print(event.seq, event.kind)
+
+Every call is scoped to one tenant (``tenant=`` or :meth:`Runtime.scoped`); a
+run or thread of another tenant is reported as not found.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import builtins
+import time
+from collections.abc import AsyncIterator, Collection, Iterable, Mapping, Sequence
+from contextlib import AsyncExitStack
+from datetime import UTC, datetime, timedelta
+from typing import Any, Literal
+
+from langgraph.checkpoint.base import BaseCheckpointSaver
+
+from tether.approvals import DecisionResult
+from tether.checkpointing.opener import open_checkpointer
+from tether.runtime.models import (
+    ACTIVE,
+    CancelAction,
+    IfNotExists,
+    MultitaskStrategy,
+    OnCompletion,
+    Run,
+    RunEvent,
+    RunStatus,
+    StreamMode,
+    Thread,
+)
+from tether.runtime.notify import Notifier
+from tether.runtime.store import open_run_store
+from tether.runtime.store.base import NewEvent, NewRun, RunStore
+from tether.runtime.worker import checkpointer_options, notifier_for, register_graphs
+
+__all__ = ["Runtime"]
+
+
+class Runtime:
+    """The runs of one run store, as seen by one tenant.
+
+    Args:
+        url: The run store (``postgresql://…`` or ``sqlite:///path``).
+        checkpoints_url: Where the workers keep checkpoints (default: ``url``);
+            opened only by the calls that need checkpoints (rollback, decide).
+        tenant: The tenant every call acts for (``""``: the default tenant).
+        graphs: Graph ids whose shared assistants to create on opening (workers
+            create them for their project's graphs too), so runs of them can be
+            created before any worker has started.
+        checkpointer_options: Passed to :func:`tether.open_checkpointer`.
+    """
+
+    def __init__(
+        self,
+        url: str,
+        *,
+        checkpoints_url: str | None = None,
+        tenant: str = "",
+        graphs: Sequence[str] = (),
+        **checkpointer_options: Any,
+    ) -> None:
+        self.url = url
+        self.checkpoints_url = checkpoints_url or url
+        self.tenant = tenant
+        self._options = checkpointer_options
+        self._stack: AsyncExitStack | None = None
+        self._store: RunStore | None = None
+        self._notifier: Notifier | None = None
+        self._saver: BaseCheckpointSaver[Any] | None = None
+        self._parent: Runtime | None = None
+        self._graphs = tuple(graphs)
+
+    # -- lifecycle ------------------------------------------------------------------------
+
+    async def __aenter__(self) -> Runtime:
+        stack = AsyncExitStack()
+        try:
+            store = await stack.enter_async_context(open_run_store(self.url))
+            await store.setup()
+            await register_graphs(store, self._graphs)
+            notifier = notifier_for(self.url, store)
+            await notifier.start()
+            stack.push_async_callback(notifier.aclose)
+        except BaseException:
+            await stack.aclose()
+            raise
+        self._stack, self._store, self._notifier = stack, store, notifier
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        await self.aclose()
+
+    async def aclose(self) -> None:
+        if self._stack is not None:
+            stack, self._stack = self._stack, None
+            await stack.aclose()
+        self._store = self._notifier = self._saver = None
+
+    def scoped(self, tenant: str) -> Runtime:
+        """The same open runtime acting for ``tenant``."""
+        other = Runtime(
+            self.url, checkpoints_url=self.checkpoints_url, tenant=tenant, **self._options
+        )
+        other._parent = self
+        return other
+
+    @property
+    def store(self) -> RunStore:
+        root = self._parent or self
+        if root._store is None:
+            raise RuntimeError("the Runtime is not open: use `async with Runtime(url) as rt:`")
+        return root._store
+
+    @property
+    def notifier(self) -> Notifier:
+        root = self._parent or self
+        if root._notifier is None:
+            raise RuntimeError("the Runtime is not open: use `async with Runtime(url) as rt:`")
+        return root._notifier
+
+    async def checkpointer(self) -> BaseCheckpointSaver[Any]:
+        """The workers' checkpointer, opened on first use."""
+        root = self._parent or self
+        if root._saver is None:
+            if root._stack is None:
+                raise RuntimeError("the Runtime is not open")
+            root._saver = await root._stack.enter_async_context(
+                open_checkpointer(root.checkpoints_url, **checkpointer_options(root._options))
+            )
+        return root._saver
+
+    # -- threads --------------------------------------------------------------------------
+
+    async def create_thread(
+        self, *, thread_id: str | None = None, metadata: Mapping[str, Any] | None = None
+    ) -> Thread:
+        return await self.store.create_thread(
+            tenant=self.tenant, thread_id=thread_id, metadata=metadata
+        )
+
+    async def get_thread(self, thread_id: str) -> Thread:
+        return await self.store.get_thread(thread_id, tenant=self.tenant)
+
+    # -- runs -----------------------------------------------------------------------------
+
+    async def create(
+        self,
+        assistant_id: str,
+        *,
+        thread_id: str | None = None,
+        input: Any = None,
+        command: Mapping[str, Any] | None = None,
+        config: Mapping[str, Any] | None = None,
+        context: Mapping[str, Any] | None = None,
+        metadata: Mapping[str, Any] | None = None,
+        multitask_strategy: MultitaskStrategy = "enqueue",
+        if_not_exists: IfNotExists = "create",
+        on_completion: OnCompletion | None = None,
+        after_seconds: float = 0,
+        deadline: datetime | timedelta | None = None,
+        step_timeout: float | None = None,
+        stream_mode: StreamMode | Sequence[StreamMode] = "values",
+        stream_subgraphs: bool = False,
+        interrupt_before: Sequence[str] | None = None,
+        interrupt_after: Sequence[str] | None = None,
+        checkpoint_id: str | None = None,
+        durability: Literal["sync", "async", "exit"] | None = None,
+        run_id: str | None = None,
+    ) -> Run:
+        """Enqueue a run of ``assistant_id`` (an assistant or graph id); it is ``pending``."""
+        kwargs: dict[str, Any] = {
+            "config": dict(config or {}),
+            "stream_mode": [stream_mode] if isinstance(stream_mode, str) else list(stream_mode),
+            "subgraphs": stream_subgraphs,
+        }
+        optional = {
+            "context": context,
+            "interrupt_before": interrupt_before,
+            "interrupt_after": interrupt_after,
+            "checkpoint_id": checkpoint_id,
+            "durability": durability,
+        }
+        kwargs.update({k: v for k, v in optional.items() if v is not None})
+        deadline_at = datetime.now(UTC) + deadline if isinstance(deadline, timedelta) else deadline
+        created = await self.store.create_run(
+            NewRun(
+                assistant_id=assistant_id,
+                thread_id=thread_id,
+                input=input,
+                command=command,
+                kwargs=kwargs,
+                metadata=dict(metadata or {}),
+                multitask_strategy=multitask_strategy,
+                if_not_exists=if_not_exists,
+                on_completion=on_completion,
+                after_seconds=after_seconds,
+                deadline_at=deadline_at,
+                step_timeout=step_timeout,
+                run_id=run_id,
+            ),
+            tenant=self.tenant,
+        )
+        for old in created.superseded:
+            if old.status == "cancelled" and old.cancel_action == "rollback" and old.attempt:
+                await (await self.checkpointer()).adelete_for_runs([old.run_id])
+        return created.run
+
+    async def get(self, run_id: str) -> Run:
+        return await self.store.get_run(run_id, tenant=self.tenant)
+
+    async def list(
+        self,
+        *,
+        thread_id: str | None = None,
+        status: RunStatus | None = None,
+        limit: int = 100,
+        offset: int = 0,
+    ) -> builtins.list[Run]:
+        return await self.store.list_runs(
+            tenant=self.tenant, thread_id=thread_id, status=status, limit=limit, offset=offset
+        )
+
+    async def wait(self, run_id: str, *, timeout: float | None = None) -> Run:  # noqa: ASYNC109
+        """The run once it is no longer ``pending`` or ``running``.
+
+        Raises:
+            TimeoutError: it still was after ``timeout`` seconds.
+        """
+        end = None if timeout is None else time.monotonic() + timeout
+        while True:
+            async with self.notifier.subscribe("events", run_id) as wake:
+                run = await self.get(run_id)
+                if run.status not in ACTIVE:
+                    return run
+                left = None if end is None else end - time.monotonic()
+                if left is not None and left <= 0:
+                    raise TimeoutError(
+                        f"run {run_id} is still {run.status} after {timeout} seconds"
+                    )
+                await wake.wait(1.0 if left is None else min(left, 1.0))
+
+    async def cancel(
+        self,
+        run_id: str,
+        *,
+        action: CancelAction = "interrupt",
+        reason: str | None = None,
+        wait: bool = False,
+    ) -> Run:
+        """Cancel a run (see :meth:`RunStore.cancel_run`); ``wait`` until it has stopped."""
+        before = await self.get(run_id)
+        run = await self.store.cancel_run(run_id, tenant=self.tenant, action=action, reason=reason)
+        if run.status == "cancelled":
+            if action == "rollback" and (before.attempt or before.resumes):
+                await (await self.checkpointer()).adelete_for_runs([run_id])
+            await self._cancel_approvals(before, reason or "run cancelled")
+        if wait:
+            run = await self.wait(run_id)
+        return run
+
+    async def _cancel_approvals(self, run: Run, reason: str) -> None:
+        ids = [w.approval_id for w in run.waiting_on if w.approval_id]
+        if not ids:
+            return
+        from tether.approvals import cancel_pending
+
+        await cancel_pending(await self.checkpointer(), ids, by="tether:cancel", reason=reason)
+        await self.store.add_events(
+            run.run_id,
+            [NewEvent("approval.cancelled", {"approval_id": i}) for i in ids],
+            tenant=self.tenant,
+        )
+
+    async def resume(self, run_id: str, command: Mapping[str, Any]) -> Run:
+        """Enqueue an ``interrupted`` run again with ``command`` (``{"resume": …}``)."""
+        return await self.store.resume_run(run_id, command, tenant=self.tenant)
+
+    async def decide(
+        self,
+        thread_id: str | None,
+        approval_id: str,
+        decision: str,
+        *,
+        by: str,
+        roles: Iterable[str] = (),
+        args_sha256: str | None = None,
+        edited_args: dict[str, Any] | None = None,
+        reason: str | None = None,
+    ) -> DecisionResult:
+        """Decide an approval (every check :func:`tether.approvals.decide` makes) and
+        enqueue the waiting run's resume; a worker continues it."""
+        from tether.approvals import decide
+        from tether.runtime.resumer import RuntimeResumer
+
+        return await decide(
+            await self.checkpointer(),
+            thread_id,
+            approval_id,
+            decision,
+            resumer=RuntimeResumer(self),
+            by=by,
+            roles=roles,
+            args_sha256=args_sha256,
+            edited_args=edited_args,
+            reason=reason,
+        )
+
+    # -- events ---------------------------------------------------------------------------
+
+    async def events(
+        self,
+        run_id: str,
+        *,
+        after: int = 0,
+        limit: int = 1000,
+        kinds: Collection[str] | None = None,
+        wait: float = 0,
+    ) -> builtins.list[RunEvent]:
+        """The run's events after seq ``after``; with ``wait``, long-poll until one comes."""
+        kind_list = None if kinds is None else list(kinds)
+        end = time.monotonic() + wait
+        while True:
+            async with self.notifier.subscribe("events", run_id) as wake:
+                found = await self.store.events(
+                    run_id, tenant=self.tenant, after=after, limit=limit, kinds=kind_list
+                )
+                left = end - time.monotonic()
+                if found or left <= 0:
+                    return found
+                await wake.wait(left)
+
+    async def follow(
+        self, run_id: str, *, after: int = 0, kinds: Collection[str] | None = None
+    ) -> AsyncIterator[RunEvent]:
+        """Every event of the run from ``after`` on, live, until the run stops."""
+        while True:
+            batch = await self.events(run_id, after=after, kinds=None, wait=1.0)
+            for event in batch:
+                after = event.seq
+                if kinds is None or event.kind in kinds:
+                    yield event
+            if batch and batch[-1].kind == "run.finished":
+                return
+            if not batch:
+                run = await self.get(run_id)
+                if run.status not in ACTIVE:
+                    rest = await self.store.events(run_id, tenant=self.tenant, after=after)
+                    for event in rest:
+                        if kinds is None or event.kind in kinds:
+                            yield event
+                    return
+            await asyncio.sleep(0)

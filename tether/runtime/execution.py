@@ -1,0 +1,232 @@
+"""Executing one claimed run: choose the input, stream the graph, write the outcome.
+
+Which input to pass never depends on ``state.next`` (design §3.5.1). Every
+checkpoint the run writes carries ``tether_input = "<run id>:<resumes>"``; a
+worker that finds the thread's latest checkpoint stamped with the current token
+continues from it (input ``None``), which also finishes a run killed between a
+task's writes and the next checkpoint (LangGraph then applies the pending
+writes). Otherwise it applies the run's input or command.
+
+The stream runs under a :class:`~tether.runtime.context.RunContext` guard, so
+the step layer checks the lease, cancel requests and the deadline before every
+model call and tool effect, and the worker checks them again between
+supersteps. Events are buffered and written in fenced batches by a flusher.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any, cast
+
+from langchain_core.runnables import RunnableConfig
+from langgraph.types import Command
+
+from tether.boundaries import (
+    LeaseLostError,
+    RunCancelledError,
+    RunHandedBackError,
+    RunTimedOutError,
+    guarding,
+)
+from tether.runtime import lifecycle
+from tether.runtime.context import RunContext
+from tether.runtime.errors import FenceLostError
+from tether.runtime.models import Run
+from tether.runtime.project import Project
+from tether.runtime.saver import RunSaver
+from tether.runtime.store.base import Claim, NewEvent, Outcome, RunStore
+from tether.runtime.streaming import (
+    EventMapper,
+    error_event,
+    langgraph_modes,
+    metadata_event,
+    to_json,
+)
+from tether.steps import forget_thread
+
+__all__ = ["Execution", "input_token"]
+
+log = logging.getLogger("tether.runtime")
+
+_FLUSH_EVERY = 0.02  # seconds an event may wait before it is written
+_FLUSH_BATCH = 64
+
+
+def input_token(run: Run) -> str:
+    """Identifies "this input of this run": stamped on every checkpoint the run writes."""
+    return f"{run.run_id}:{run.resumes}"
+
+
+def _command(value: Any) -> Command[Any]:
+    if not isinstance(value, dict):
+        raise TypeError(f"a run's command must be a JSON object, not {type(value).__name__}")
+    return Command(
+        resume=value.get("resume"),
+        update=value.get("update"),
+        goto=value.get("goto") or (),
+    )
+
+
+@dataclass
+class Execution:
+    """Everything one worker process shares between the runs it executes."""
+
+    store: RunStore
+    project: Project
+    saver: RunSaver
+    worker_id: str
+    on_event: Callable[[], None] | None = None
+
+    async def run(self, claim: Claim, ctx: RunContext) -> Run | None:
+        """Execute ``claim`` to an outcome and write it; ``None`` when the run was lost."""
+        run = claim.run
+        hold = claim.hold
+        forget_thread(self.saver, run.thread_id)
+        flusher = asyncio.create_task(self._flush_loop(ctx, hold))
+        try:
+            with guarding(ctx):
+                outcome = await self._outcome(run, ctx)
+        finally:
+            flusher.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await flusher
+            forget_thread(self.saver, run.thread_id)
+        if outcome is None:
+            return None
+        try:
+            await self._flush(ctx, hold)
+            if isinstance(outcome, str):  # "release"
+                return await self.store.release(hold, reason="worker stopping")
+            return await self.store.finish(hold, outcome)
+        except (FenceLostError, LeaseLostError):
+            log.warning("run %s: lease lost before its outcome was written", run.run_id)
+            return None
+
+    async def _outcome(self, run: Run, ctx: RunContext) -> Outcome | str | None:
+        kwargs = dict(run.kwargs)
+        config = self._config(run, ctx)
+        try:
+            async with self.project.graph(
+                run.graph_id, cast(RunnableConfig, config), self.saver
+            ) as graph:
+                payload = await self._input(run, config)
+                if payload is not _CONTINUE and kwargs.get("checkpoint_id"):
+                    config["configurable"]["checkpoint_id"] = kwargs["checkpoint_id"]
+                try:
+                    await self._stream(
+                        graph, None if payload is _CONTINUE else payload, config, run, ctx
+                    )
+                    config["configurable"].pop("checkpoint_id", None)
+                    state = await graph.aget_state(cast(RunnableConfig, config))
+                    return lifecycle.completed(
+                        to_json(state.values), state.next, state.interrupts, state.tasks
+                    )
+                except RunCancelledError as stop:
+                    return await self._cancelled(graph, run, config, stop)
+        except RunTimedOutError as error:
+            ctx.events.add("timeout", {"kind": "run"})
+            return lifecycle.timed_out(str(error))
+        except RunHandedBackError:
+            return "release"
+        except (LeaseLostError, FenceLostError):
+            log.warning("run %s: lease lost (fence %s); dropping it", run.run_id, ctx.fence.token)
+            return None
+        except Exception as error:  # the user's graph failed: the run's error
+            ctx.events.add(*error_event(error))
+            return lifecycle.failed(error)
+
+    async def _cancelled(
+        self, graph: Any, run: Run, config: dict[str, Any], stop: RunCancelledError
+    ) -> Outcome:
+        config["configurable"].pop("checkpoint_id", None)
+        if stop.action == "rollback":
+            await self.saver.adelete_for_runs([run.run_id])
+        state = await graph.aget_state(config)
+        return lifecycle.cancelled(
+            stop.action, stop.reason or "", values=to_json(state.values), next_nodes=state.next
+        )
+
+    def _config(self, run: Run, ctx: RunContext) -> dict[str, Any]:
+        given = dict(run.kwargs.get("config") or {})
+        configurable = dict(given.get("configurable") or {})
+        configurable.update(thread_id=run.thread_id, tenant_id=run.tenant_id)
+        metadata = dict(given.get("metadata") or {})
+        metadata.update(
+            run_id=run.run_id,
+            tether_input=input_token(run),
+            tether_fence=str(ctx.fence.token),
+            tether_worker=self.worker_id,
+            run_attempt=run.attempt,
+            graph_id=run.graph_id,
+            assistant_id=run.assistant_id,
+        )
+        config: dict[str, Any] = {**given, "configurable": configurable, "metadata": metadata}
+        config.setdefault("recursion_limit", 25)
+        return config
+
+    async def _input(self, run: Run, config: dict[str, Any]) -> Any:
+        head = await self.saver.aget_tuple(
+            {"configurable": {"thread_id": run.thread_id, "checkpoint_ns": ""}}
+        )
+        if head is not None and (head.metadata or {}).get("tether_input") == input_token(run):
+            return _CONTINUE
+        if run.input_kind == "command":
+            return _command(run.input)
+        return run.input
+
+    async def _stream(
+        self, graph: Any, payload: Any, config: dict[str, Any], run: Run, ctx: RunContext
+    ) -> None:
+        kwargs = run.kwargs
+        requested = kwargs.get("stream_mode") or ["values"]
+        if isinstance(requested, str):
+            requested = [requested]
+        mapper = EventMapper(requested, subgraphs=bool(kwargs.get("subgraphs")))
+        ctx.events.add(*metadata_event(run.run_id, run.attempt))
+        options: dict[str, Any] = {}
+        for name in ("interrupt_before", "interrupt_after", "context"):
+            if kwargs.get(name) is not None:
+                options[name] = kwargs[name]
+        stream = graph.astream(
+            payload,
+            config,
+            stream_mode=langgraph_modes(requested),
+            subgraphs=True,
+            durability=kwargs.get("durability") or "async",
+            **options,
+        )
+        async with contextlib.aclosing(stream):
+            async for ns, mode, chunk in stream:
+                for name, data in mapper.map(ns, mode, chunk):
+                    ctx.events.add(name, data, "|".join(ns))
+                if mode == "checkpoints" and not ns:
+                    ctx.check("step")
+
+    async def _flush(self, ctx: RunContext, hold: Any) -> None:
+        batch = ctx.events.take()
+        if batch:
+            await self.store.append_events(hold, [NewEvent(e.kind, e.data, e.ns) for e in batch])
+
+    async def _flush_loop(self, ctx: RunContext, hold: Any) -> None:
+        while True:
+            await asyncio.sleep(_FLUSH_EVERY)
+            if len(ctx.events) == 0:
+                continue
+            try:
+                await self._flush(ctx, hold)
+            except (FenceLostError, LeaseLostError):
+                ctx.lost = True
+                return
+            except Exception:  # a transient store error: the final flush retries
+                log.exception("run %s: writing events failed", ctx.fence.run_id)
+
+
+class _Continue:
+    """Continue from the latest checkpoint (input ``None``)."""
+
+
+_CONTINUE = _Continue()

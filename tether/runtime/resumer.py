@@ -1,0 +1,71 @@
+"""Deciding an approval enqueues the run's resume; whichever worker is free continues it.
+
+:class:`RuntimeResumer` is the :class:`tether.approvals.Resumer` of the runtime.
+``tether.approvals.decide(..., resumer=RuntimeResumer(rt))`` runs every check
+approvals always runs, stores the decision exactly once, and then, instead of
+running the graph in the deciding process, turns the ``interrupted`` run row
+back into ``pending`` with ``Command(resume={interrupt_id: decision})`` as its
+input. The resume is idempotent: a second enqueue of the same run finds it no
+longer ``interrupted`` and changes nothing.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+from tether.approvals import ApprovalRequest, DecisionResult
+from tether.runtime.models import Run
+from tether.runtime.store.base import NewEvent
+
+if TYPE_CHECKING:
+    from tether.runtime.api import Runtime
+
+__all__ = ["RuntimeResumer"]
+
+
+class RuntimeResumer:
+    """Resumes runs by enqueueing them in ``runtime``'s run store."""
+
+    def __init__(self, runtime: Runtime) -> None:
+        self.runtime = runtime
+
+    async def _waiting(self, request: ApprovalRequest) -> tuple[Run, str] | None:
+        runs = await self.runtime.list(thread_id=request.thread_id, status="interrupted")
+        for run in runs:
+            for waiting in run.waiting_on:
+                if waiting.approval_id == request.approval_id:
+                    return run, waiting.interrupt_id
+        return None
+
+    async def is_pending(self, request: ApprovalRequest) -> bool:
+        """Whether an ``interrupted`` run of the thread waits on this request."""
+        return await self._waiting(request) is not None
+
+    async def resume(self, request: ApprovalRequest, doc: dict[str, Any]) -> DecisionResult:
+        """Enqueue the waiting run with the decision as its resume value."""
+        from tether.approvals.errors import ApprovalNotPendingError
+
+        found = await self._waiting(request)
+        if found is None:
+            raise ApprovalNotPendingError(
+                f"approval {request.approval_id!r}: no run of thread {request.thread_id!r} "
+                "waits on it any more"
+            )
+        run, interrupt_id = found
+        decided = NewEvent(
+            "approval.decided",
+            {
+                "approval_id": request.approval_id,
+                "decision": doc.get("decision"),
+                "by": doc.get("by"),
+                "args_sha256": request.args_sha256,
+            },
+        )
+        await self.runtime.store.resume_run(
+            run.run_id, {"resume": {interrupt_id: doc}}, tenant=self.runtime.tenant,
+            events=[decided],
+        )
+        return DecisionResult(
+            approval_id=request.approval_id, decision=doc, pending=[], finished=False,
+            values=None,
+        )

@@ -1,0 +1,106 @@
+"""The checkpointer a worker compiles its graphs with: fenced writes, tenant-checked reads.
+
+:class:`RunSaver` sits on top of whatever the checkpoints live on (any of the
+four backends, encrypted or not). While a run executes under a guard
+(:func:`tether.boundaries.current_guard`):
+
+* every write (``aput``, ``aput_writes``, deletes) first asks the run store,
+  in one round trip, whether this worker still holds the run under its fence;
+  a worker whose run was taken over writes nothing and stops with
+  :class:`~tether.boundaries.LeaseLostError` (LangGraph neither retries it nor
+  records an error for the task);
+* every checkpoint read is checked against the run's tenant: a checkpoint
+  stamped with another tenant raises :class:`TenantMismatchError` instead of
+  being loaded.
+
+Outside a run (the API reading state, a person's decision) it is a plain
+pass-through. The window left by verify-then-write is one round trip: a worker
+stopped exactly between the two can write once more after a takeover. The
+in-memory lease check before every effect (``boundary("tool.before")``) and the
+step log's put-if-absent records bound what such a write can do: it can add a
+checkpoint the new holder's next write supersedes, never an effect.
+"""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator, Sequence
+from typing import Any
+
+from langchain_core.runnables import RunnableConfig
+from langgraph.checkpoint.base import (
+    ChannelVersions,
+    Checkpoint,
+    CheckpointMetadata,
+    CheckpointTuple,
+)
+
+from tether.boundaries import current_guard
+from tether.checkpointing.delegating import DelegatingSaver
+from tether.runtime.errors import TenantMismatchError
+
+__all__ = ["TENANT_KEY", "RunSaver"]
+
+TENANT_KEY = "tenant_id"
+
+
+class RunSaver(DelegatingSaver):
+    """Fences writes and checks tenants for the run executing in the current context."""
+
+    async def _fenced(self) -> None:
+        guard = current_guard()
+        if guard is not None:
+            await guard.verify()
+
+    def _check_tenant(self, item: CheckpointTuple | None) -> None:
+        guard = current_guard()
+        if guard is None or item is None:
+            return
+        stamped = (item.metadata or {}).get(TENANT_KEY)
+        if stamped is not None and stamped != guard.tenant:
+            guard.note("tenant.mismatch", {"checkpoint_id": item.checkpoint["id"]})
+            raise TenantMismatchError(
+                f"thread {item.config['configurable'].get('thread_id')!r}: checkpoint "
+                f"{item.checkpoint['id']} belongs to another tenant than run "
+                f"{guard.fence.run_id}; refusing to load it"
+            )
+
+    async def aget_tuple(self, config: RunnableConfig) -> CheckpointTuple | None:
+        item = await self.inner.aget_tuple(config)
+        self._check_tenant(item)
+        return item
+
+    async def alist(
+        self,
+        config: RunnableConfig | None,
+        *,
+        filter: dict[str, Any] | None = None,
+        before: RunnableConfig | None = None,
+        limit: int | None = None,
+    ) -> AsyncIterator[CheckpointTuple]:
+        async for item in super().alist(config, filter=filter, before=before, limit=limit):
+            self._check_tenant(item)
+            yield item
+
+    async def aput(
+        self,
+        config: RunnableConfig,
+        checkpoint: Checkpoint,
+        metadata: CheckpointMetadata,
+        new_versions: ChannelVersions,
+    ) -> RunnableConfig:
+        await self._fenced()
+        return await self.inner.aput(config, checkpoint, metadata, new_versions)
+
+    async def aput_writes(
+        self,
+        config: RunnableConfig,
+        writes: Sequence[tuple[str, Any]],
+        task_id: str,
+        task_path: str = "",
+    ) -> None:
+        await self._fenced()
+        await self.inner.aput_writes(config, writes, task_id, task_path)
+
+    async def adelete_for_runs(self, run_ids: Sequence[str]) -> None:
+        await self._fenced()
+        await self.inner.adelete_for_runs(run_ids)
