@@ -168,9 +168,9 @@ async def test_context_manager_factory_is_exited_after_the_run(
 async def test_module_spec_and_sibling_imports(tmp_path: Path) -> None:
     files = {
         "projmod_pkg/__init__.py": "",
-        "projmod_pkg/agent.py": "from projmod_helpers import build\ngraph = build().compile()\n",
-        "projmod_helpers.py": GRAPH,
-        "by_path.py": "from projmod_helpers import build\ngraph = build()\n",
+        "projmod_pkg/agent.py": "from projmod_shared import build\ngraph = build().compile()\n",
+        "projmod_shared.py": GRAPH,
+        "by_path.py": "from projmod_shared import build\ngraph = build()\n",
     }
     graphs = {"by_module": "projmod_pkg.agent:graph", "by_path": "./by_path.py:graph"}
     project = Project.load(write_project(tmp_path, graphs, files))
