@@ -16,7 +16,21 @@ import pytest
 
 from tests.runtime.workers import Workers
 from tether import open_checkpointer
+from tether._calllog import read_calls
+from tether.graphs.refund_scenario import CALLS_FILE, refund_effects
 from tether.runtime.api import Runtime
+from tether.store import store_for
+
+
+async def _stored(url: str, thread_id: str) -> tuple[list[Any], list[Any]]:
+    """The thread's checkpoints (id, writer, fence) and step log, as stored."""
+    async with open_checkpointer(url) as saver:
+        checkpoints = [
+            (c.checkpoint["id"], c.metadata.get("tether_worker"), c.metadata.get("tether_fence"))
+            async for c in saver.alist({"configurable": {"thread_id": thread_id}})
+        ]
+        steps = await store_for(saver).steps(thread_id)
+    return checkpoints, steps
 
 
 async def _state(url: str, thread_id: str) -> dict[str, Any]:
@@ -121,10 +135,22 @@ async def test_a_killed_worker_s_run_finishes_on_another_with_no_duplicate_effec
     assert done.status == "success", done
     started = [e for e in await runtime.events(run.run_id) if e.kind == "run.started"]
     assert started[-1].data.get("took_over_from") == holder
-    from tether.graphs.refund_scenario import refund_effects
-
     effects = refund_effects(workers.workdir / "refund")
     assert effects == {"refunds": 1, "emails": 1}
+    # Every answer the killed worker had recorded is replayed, never asked again. (A call
+    # it made but had not recorded when it died is asked again, rightly.) Model calls
+    # are recorded in the order they are made, as the crash harness counts them.
+    killed_pid = workers.pid(index)
+    _, steps = await _stored(runtime_url, "t-kill")
+    recorded = sum(
+        1 for s in steps if s["kind"] == "model" and s["worker_id"].endswith(f":{killed_pid}")
+    )
+    calls = read_calls(workers.workdir / "refund" / CALLS_FILE)
+    answered = {c.input_hash for c in [c for c in calls if c.pid == killed_pid][:recorded]}
+    reasked = [c for c in calls if c.pid != killed_pid and c.input_hash in answered]
+    assert recorded >= 1
+    assert reasked == []
+    assert len({c.pid for c in calls}) == 2  # asked by the killed worker, then its successor
 
 
 @pytest.mark.slow
@@ -152,8 +178,12 @@ async def test_a_stopped_worker_whose_lease_was_taken_commits_nothing_after_it_w
     (workers.workdir / "release").touch()
     done = await runtime.wait(run.run_id, timeout=60)
     assert done.status == "success"
+    before = await _stored(runtime_url, "t-stop")
     workers.signal(index, signal.SIGCONT)
     await asyncio.sleep(3 * workers.lease)
+    # The woken worker finished its tool call (an effect already in flight completes in
+    # the outside world) but stored nothing: no checkpoint, no step, no event.
+    assert await _stored(runtime_url, "t-stop") == before
     later = [e for e in await runtime.events(run.run_id) if e.seq > taken_at]
     assert all(e.worker_id != holder for e in later), later
     workers.wait_log(index, "lease lost")

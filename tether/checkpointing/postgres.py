@@ -30,7 +30,12 @@ try:
 except ImportError as exc:
     raise MissingDependencyError("the PostgreSQL checkpointer", "postgres") from exc
 
-__all__ = ["PostgresSaver", "open_postgres"]
+__all__ = [
+    "IDLE_TRANSACTION_TIMEOUT_MS",
+    "PostgresSaver",
+    "abort_idle_transactions",
+    "open_postgres",
+]
 
 _OPTIONS = {"min_size", "max_size", "connect_timeout"}
 
@@ -144,6 +149,19 @@ def _pool_options(options: dict[str, Any]) -> tuple[int, int, float]:
     )
 
 
+# tether's transactions run no user code and never wait on anything but the
+# database, so one that sits idle is held by a process that stopped (SIGSTOP, a
+# debugger, a VM pause) or lost its network. The server aborts it after this
+# long, releasing its locks, so a stopped process cannot block the others (for
+# example a worker taking over that process's runs).
+IDLE_TRANSACTION_TIMEOUT_MS = 5000
+
+
+async def abort_idle_transactions(conn: Any) -> None:
+    """Pool ``configure`` hook: the server aborts this session's idle transactions."""
+    await conn.execute(f"SET idle_in_transaction_session_timeout = {IDLE_TRANSACTION_TIMEOUT_MS}")
+
+
 @asynccontextmanager
 async def open_postgres(url: CheckpointerURL, **options: Any) -> AsyncIterator[PostgresSaver]:
     """Connect a pool to the PostgreSQL server ``url`` names and yield a set-up saver.
@@ -173,6 +191,7 @@ async def open_postgres(url: CheckpointerURL, **options: Any) -> AsyncIterator[P
         max_size=max_size,
         open=False,
         kwargs={"autocommit": True, "prepare_threshold": 0, "row_factory": dict_row},
+        configure=abort_idle_transactions,
     )
     await pool.open(wait=True, timeout=timeout)
     try:
