@@ -163,10 +163,13 @@ class _Walk:
         self.open: set[int] = set()  # ids of the containers on the current path
 
     def plain(self, value: Any) -> Any:
+        kind = type(value)
+        if kind is dict or kind is list or kind is tuple:  # common types, without ABC checks
+            return self._container(value, self._object if kind is dict else self._array)
         if value is None or isinstance(value, str | int | float):  # bool is an int
             return self._scalar(value)
-        for kind, reduce in self.reducers:
-            if isinstance(value, kind):
+        for reduced, reduce in self.reducers:
+            if isinstance(value, reduced):
                 return self.plain(reduce(value))
         if isinstance(value, Mapping):
             return self._container(value, self._object)
