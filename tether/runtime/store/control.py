@@ -37,6 +37,7 @@ __all__ = [
     "not_interrupted",
     "resume_input",
     "resumed_event",
+    "run_params",
 ]
 
 
@@ -113,6 +114,26 @@ def created_event(assistant: Assistant, run: ValidRun) -> NewEvent:
             "deadline_at": None if run.deadline_at is None else run.deadline_at.isoformat(),
         },
     )
+
+
+def run_params(v: ValidRun, assistant: Assistant, tenant: str, thread_id: str) -> dict[str, Any]:
+    """The named parameters of a run's INSERT (``deadline`` as a ``datetime``)."""
+    return {
+        "run": v.run_id,
+        "tenant": tenant,
+        "thread": thread_id,
+        "assistant": assistant.assistant_id,
+        "graph": assistant.graph_id,
+        "strategy": v.strategy,
+        "kwargs": v.kwargs_json,
+        "input": v.input_json,
+        "input_kind": v.input_kind,
+        "metadata": v.metadata_json,
+        "max_attempts": v.max_attempts,
+        "after": v.after_seconds,
+        "deadline": v.deadline_at,
+        "step_timeout": v.step_timeout,
+    }
 
 
 def resume_input(command: Mapping[str, Any]) -> str:
