@@ -17,6 +17,7 @@ from tether.runtime.store.base import NewEvent, Outcome
 from tether.runtime.store.validation import COMMAND_KEYS, ValidRun, check_mapping, encode
 
 __all__ = [
+    "MISSING_SCHEMA",
     "NewAssistant",
     "attempts_exceeded",
     "cancel_event",
@@ -39,6 +40,12 @@ __all__ = [
     "resumed_event",
     "run_params",
 ]
+
+
+MISSING_SCHEMA = (
+    "the run store's tables are missing: call setup() on the store (or run "
+    "`tether runtime setup --url URL`) once before using it"
+)
 
 
 def no_run(run_id: str) -> str:

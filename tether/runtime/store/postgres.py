@@ -410,7 +410,7 @@ class PostgresRunStore(ControlPlane, PostgresWorkerPlane):
     # -- reads ------------------------------------------------------------------------------
 
     async def _read(self, sql: str, params: Sequence[Any]) -> builtins.list[DictRow]:
-        async with self._pool.connection() as conn:
+        async with self._conn() as conn:
             cur = await conn.execute(sql, params)
             rows: builtins.list[DictRow] = await cur.fetchall()
             return rows

@@ -15,14 +15,15 @@ from collections.abc import AsyncIterator, Mapping, Sequence
 from contextlib import asynccontextmanager
 from typing import Any
 
-from psycopg import AsyncCursor
+import psycopg
+from psycopg import AsyncConnection, AsyncCursor
 from psycopg.rows import DictRow
 from psycopg_pool import AsyncConnectionPool
 
-from tether.runtime.errors import FenceLostError
+from tether.runtime.errors import FenceLostError, RuntimeSchemaError
 from tether.runtime.models import Run
 from tether.runtime.store.base import KEEP, Claim, Held, Hold, NewEvent, Outcome, WorkerInfo
-from tether.runtime.store.control import attempts_exceeded, finished_data
+from tether.runtime.store.control import MISSING_SCHEMA, attempts_exceeded, finished_data
 from tether.runtime.store.encoding import dumps
 from tether.runtime.store.rows import POSTGRES
 
@@ -163,8 +164,17 @@ class PostgresWorkerPlane:
     @asynccontextmanager
     async def _tx(self) -> AsyncIterator[Cursor]:
         """A cursor inside one transaction: committed on exit, rolled back on error."""
-        async with self._pool.connection() as conn, conn.transaction(), conn.cursor() as cur:
+        async with self._conn() as conn, conn.transaction(), conn.cursor() as cur:
             yield cur
+
+    @asynccontextmanager
+    async def _conn(self) -> AsyncIterator[AsyncConnection[DictRow]]:
+        """A pooled connection; a missing table means ``setup()`` never ran."""
+        try:
+            async with self._pool.connection() as conn:
+                yield conn
+        except psycopg.errors.UndefinedTable as exc:
+            raise RuntimeSchemaError(MISSING_SCHEMA) from exc
 
     async def register_worker(self, worker: WorkerInfo) -> None:
         async with self._tx() as cur:
@@ -307,7 +317,7 @@ class PostgresWorkerPlane:
         return base + len(events)
 
     async def verify(self, run_id: str, fence: int) -> bool:
-        async with self._pool.connection() as conn:
+        async with self._conn() as conn:
             cur = await conn.execute(
                 "SELECT 1 FROM tether_runs WHERE run_id = %s AND fence = %s AND status = 'running'",
                 (run_id, fence),

@@ -21,10 +21,10 @@ from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any, TypeVar
 
-from tether.runtime.errors import FenceLostError
+from tether.runtime.errors import FenceLostError, RuntimeSchemaError
 from tether.runtime.models import Run
 from tether.runtime.store.base import KEEP, Claim, Held, Hold, NewEvent, Outcome, WorkerInfo
-from tether.runtime.store.control import attempts_exceeded, finished_data
+from tether.runtime.store.control import MISSING_SCHEMA, attempts_exceeded, finished_data
 from tether.runtime.store.encoding import dumps
 from tether.runtime.store.rows import SQLITE
 
@@ -181,7 +181,12 @@ class SqliteWorkerPlane:
 
     async def _run(self, fn: Callable[[sqlite3.Connection], T]) -> T:
         loop = asyncio.get_running_loop()
-        return await loop.run_in_executor(self._executor, fn, self._db)
+        try:
+            return await loop.run_in_executor(self._executor, fn, self._db)
+        except sqlite3.OperationalError as exc:
+            if str(exc).startswith("no such table: tether_"):
+                raise RuntimeSchemaError(MISSING_SCHEMA) from exc
+            raise
 
     async def _write(self, fn: Callable[[sqlite3.Connection, float], T]) -> T:
         return await self._run(lambda db: write(db, fn))
