@@ -3,15 +3,17 @@
 from __future__ import annotations
 
 import asyncio
+from pathlib import Path
 from typing import Any
 
 import pytest
 
 from tests.runtime.store.raw import execute, rows
-from tether.errors import ConfigurationError
+from tether.errors import BackendUnavailableError, ConfigurationError
 from tether.runtime.errors import RuntimeSchemaError
 from tether.runtime.migrations import LATEST, MIGRATIONS
 from tether.runtime.store import open_run_store
+from tether.testing.services import free_port
 
 TABLES = {
     "tether_assistants",
@@ -113,3 +115,19 @@ async def test_using_a_store_before_setup_says_to_run_setup(store_url: str) -> N
             with pytest.raises(RuntimeSchemaError, match=r"call setup\(\) on the store"):
                 await call
         assert await store.schema_version() == 0
+
+
+async def test_an_unreachable_postgres_is_named() -> None:
+    url = f"postgresql://nobody:secret@127.0.0.1:{free_port()}/db"
+    with pytest.raises(BackendUnavailableError) as caught:
+        async with open_run_store(url, connect_timeout=2):
+            pass
+    assert "cannot reach the run store's PostgreSQL (postgresql://nobody:***@" in str(caught.value)
+    assert "secret" not in str(caught.value)
+
+
+async def test_a_sqlite_file_in_a_missing_directory_is_refused(tmp_path: Path) -> None:
+    url = f"sqlite:///{tmp_path}/missing/run.db"
+    with pytest.raises(ConfigurationError, match="does not exist; create it first"):
+        async with open_run_store(url):
+            pass
