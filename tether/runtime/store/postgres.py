@@ -212,11 +212,8 @@ class PostgresRunStore(ControlPlane, PostgresWorkerPlane):
         limit: int,
         offset: int,
     ) -> builtins.list[Thread]:
-        sql = "SELECT * FROM tether_threads WHERE tenant_id = %s"
-        params: list[Any] = [tenant]
-        if status is not None:
-            sql += " AND status = %s"
-            params.append(status)
+        clause, params = control.where([("tenant_id", tenant), ("status", status)], "%s")
+        sql = f"SELECT * FROM tether_threads WHERE {clause}"
         if metadata:
             sql += " AND metadata @> %s::jsonb"
             params.append(dumps(dict(metadata)))
@@ -341,16 +338,11 @@ class PostgresRunStore(ControlPlane, PostgresWorkerPlane):
         limit: int,
         offset: int,
     ) -> builtins.list[Run]:
-        sql = "SELECT * FROM tether_runs WHERE tenant_id = %s"
-        params: list[Any] = [tenant]
-        if thread_id is not None:
-            sql += " AND thread_id = %s"
-            params.append(thread_id)
-        if status is not None:
-            sql += " AND status = %s"
-            params.append(status)
-        sql += " ORDER BY created_at DESC, seq DESC LIMIT %s OFFSET %s"
-        return [POSTGRES.run(r) for r in await self._read(sql, [*params, limit, offset])]
+        filters = [("tenant_id", tenant), ("thread_id", thread_id), ("status", status)]
+        clause, params = control.where(filters, "%s")
+        sql = f"SELECT * FROM tether_runs WHERE {clause} ORDER BY created_at DESC, seq DESC"
+        rows = await self._read(sql + " LIMIT %s OFFSET %s", [*params, limit, offset])
+        return [POSTGRES.run(r) for r in rows]
 
     async def _cancel_run(
         self, run_id: str, tenant: str, action: CancelAction, reason: str | None

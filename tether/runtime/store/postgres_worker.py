@@ -11,7 +11,7 @@ never wait.
 from __future__ import annotations
 
 import builtins
-from collections.abc import AsyncIterator, Mapping, Sequence
+from collections.abc import AsyncIterator, Sequence
 from contextlib import asynccontextmanager
 from typing import Any
 
@@ -22,8 +22,13 @@ from psycopg_pool import AsyncConnectionPool
 
 from tether.runtime.errors import FenceLostError, RuntimeSchemaError
 from tether.runtime.models import Run
-from tether.runtime.store.base import KEEP, Claim, Held, Hold, NewEvent, Outcome, WorkerInfo
-from tether.runtime.store.control import MISSING_SCHEMA, attempts_exceeded, finished_data
+from tether.runtime.store.base import Claim, Held, Hold, NewEvent, Outcome, WorkerInfo
+from tether.runtime.store.control import (
+    MISSING_SCHEMA,
+    attempts_exceeded,
+    finish_params,
+    finished_data,
+)
 from tether.runtime.store.encoding import dumps
 from tether.runtime.store.rows import POSTGRES
 
@@ -270,21 +275,7 @@ class PostgresWorkerPlane:
             return await self._finish_in(cur, hold, outcome)
 
     async def _finish_in(self, cur: Cursor, hold: Hold, outcome: Outcome) -> Run:
-        keep = outcome.values is KEEP
-        params: dict[str, Any] = {
-            "thread": hold.thread_id,
-            "run": hold.run_id,
-            "fence": hold.fence,
-            "thread_status": outcome.thread_status,
-            "keep": keep,
-            "values": None if keep else dumps(outcome.values),
-            "interrupts": None if outcome.interrupts is None else dumps(outcome.interrupts),
-            "thread_error": _json_or_none(outcome.thread_error),
-            "status": outcome.status,
-            "waiting_on": dumps([w.as_dict() for w in outcome.waiting_on]),
-            "error": _json_or_none(outcome.error),
-            "reason": outcome.reason,
-        }
+        params = finish_params(hold, outcome)
         await cur.execute(_FINISH_THREAD, params)
         await cur.execute(_FINISH_RUN, params)
         row = await self._fenced_row(cur, hold)
@@ -332,7 +323,3 @@ class PostgresWorkerPlane:
         if row is None:
             raise FenceLostError(hold.run_id, hold.fence)
         return row
-
-
-def _json_or_none(value: Mapping[str, Any] | None) -> str | None:
-    return None if value is None else dumps(dict(value))

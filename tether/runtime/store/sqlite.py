@@ -296,11 +296,8 @@ class SqliteRunStore(ControlPlane, SqliteWorkerPlane):
         limit: int,
         offset: int,
     ) -> builtins.list[Thread]:
-        sql = "SELECT * FROM tether_threads WHERE tenant_id = ?"
-        params: list[Any] = [tenant]
-        if status is not None:
-            sql += " AND status = ?"
-            params.append(status)
+        clause, params = control.where([("tenant_id", tenant), ("status", status)], "?")
+        sql = f"SELECT * FROM tether_threads WHERE {clause}"
         for key, value in metadata.items():  # top-level keys, equal as JSON
             sql += " AND json_extract(metadata, ?) IS json_extract(?, '$')"
             params += ['$."' + key.replace('"', '""') + '"', dumps(value)]
@@ -335,16 +332,11 @@ class SqliteRunStore(ControlPlane, SqliteWorkerPlane):
         limit: int,
         offset: int,
     ) -> builtins.list[Run]:
-        sql = "SELECT * FROM tether_runs WHERE tenant_id = ?"
-        params: list[Any] = [tenant]
-        if thread_id is not None:
-            sql += " AND thread_id = ?"
-            params.append(thread_id)
-        if status is not None:
-            sql += " AND status = ?"
-            params.append(status)
-        sql += " ORDER BY created_at DESC, seq DESC LIMIT ? OFFSET ?"
-        return [SQLITE.run(r) for r in await self._read(sql, [*params, limit, offset])]
+        filters = [("tenant_id", tenant), ("thread_id", thread_id), ("status", status)]
+        clause, params = control.where(filters, "?")
+        sql = f"SELECT * FROM tether_runs WHERE {clause} ORDER BY created_at DESC, seq DESC"
+        rows = await self._read(sql + " LIMIT ? OFFSET ?", [*params, limit, offset])
+        return [SQLITE.run(r) for r in rows]
 
     async def _cancel_run(
         self, run_id: str, tenant: str, action: CancelAction, reason: str | None
