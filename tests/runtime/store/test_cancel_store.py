@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from tests.runtime.store.helpers import GRAPH, LEASE, claim_one, create, kinds
+from tests.runtime.store.actions import GRAPH, LEASE, claim_one, create, kinds
 from tether.runtime.errors import InvalidRunRequestError, RunNotActiveError
 from tether.runtime.models import WaitingOn
 from tether.runtime.store import NewEvent, Outcome, RunStore

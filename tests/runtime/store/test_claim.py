@@ -8,8 +8,7 @@ from collections import defaultdict
 from datetime import timedelta
 
 from tests.runtime.store import raw
-from tests.runtime.store.conftest import add_graph
-from tests.runtime.store.helpers import (
+from tests.runtime.store.actions import (
     GRAPH,
     LEASE,
     SHORT_LEASE,
@@ -18,6 +17,7 @@ from tests.runtime.store.helpers import (
     kinds,
     take_over,
 )
+from tests.runtime.store.conftest import add_graph
 from tether.runtime.store import NewRun, Outcome, RunStore, WorkerInfo
 
 THREADS = 30

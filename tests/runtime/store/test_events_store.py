@@ -6,7 +6,7 @@ import asyncio
 
 import pytest
 
-from tests.runtime.store.helpers import claim_one, create
+from tests.runtime.store.actions import claim_one, create
 from tether.runtime.errors import InvalidRunRequestError
 from tether.runtime.store import NewEvent, RunStore
 

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from tests.runtime.store.helpers import claim_one, create
+from tests.runtime.store.actions import claim_one, create
 from tether.runtime.store import Outcome, RunStore
 
 

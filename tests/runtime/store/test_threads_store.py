@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from tests.runtime.store.helpers import claim_one, create
+from tests.runtime.store.actions import claim_one, create
 from tether.runtime.errors import AlreadyExistsError, InvalidRunRequestError, ThreadNotFoundError
 from tether.runtime.store import Outcome, RunStore
 
