@@ -3,8 +3,10 @@
 from __future__ import annotations
 
 from collections.abc import AsyncIterator, Callable, Iterator
+from contextlib import asynccontextmanager
 from dataclasses import dataclass
 from datetime import datetime, timedelta
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -12,7 +14,7 @@ from langchain_core.runnables import RunnableConfig
 from langgraph.checkpoint.base import BaseCheckpointSaver
 
 from tests.approvals import graphs
-from tests.backends import Backend
+from tests.backends import Backend, fresh_backend
 from tether.approvals import ApprovalView, DecisionResult, decide, list_approvals
 from tether.store import store_for
 
@@ -44,12 +46,15 @@ class Paused:
     async def decide(
         self, decision: str = "approve", *, by: str = "alice", **kw: Any
     ) -> DecisionResult:
-        """``decide`` on this run; the shown args hash unless ``args_sha256`` is given."""
+        """``decide`` on this run; the shown args hash unless ``args_sha256`` is given.
+
+        The run's graph resumes it, unless a ``resumer`` is given.
+        """
         kw.setdefault("args_sha256", self.args_sha256)
+        if "resumer" not in kw:
+            kw.setdefault("graph", self.graph)
         approval_id = kw.pop("approval_id", self.approval_id)
-        return await decide(
-            self.saver, self.thread_id, approval_id, decision, graph=self.graph, by=by, **kw
-        )
+        return await decide(self.saver, self.thread_id, approval_id, decision, by=by, **kw)
 
     async def log(self) -> list[str]:
         state = await self.graph.aget_state(self.config)
@@ -70,9 +75,8 @@ def _fresh_versions() -> Iterator[None]:
 PauseFn = Callable[..., Any]
 
 
-@pytest.fixture
-async def pause(backend: Backend) -> AsyncIterator[PauseFn]:
-    """``await pause(factory, amount=..)``: run ``factory``'s graph until it waits on a person."""
+@asynccontextmanager
+async def _pausing(backend: Backend) -> AsyncIterator[PauseFn]:
     async with backend.open() as saver:
 
         async def run(
@@ -87,4 +91,27 @@ async def pause(backend: Backend) -> AsyncIterator[PauseFn]:
             assert len(views) == 1, views
             return Paused(saver, graph, thread_id, views[0])
 
+        yield run
+
+
+@pytest.fixture
+async def pause(backend: Backend) -> AsyncIterator[PauseFn]:
+    """``await pause(factory, amount=..)``: run ``factory``'s graph until it waits on a person."""
+    async with _pausing(backend) as run:
+        yield run
+
+
+@pytest.fixture(params=["sqlite", "postgres"])
+def sql_backend(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Backend]:
+    """A private SQLite or PostgreSQL database (the runtime's two backends)."""
+    name: str = request.param
+    urls = request.getfixturevalue("servers") if name == "postgres" else {}
+    with fresh_backend(name, urls, tmp_path) as b:
+        yield b
+
+
+@pytest.fixture
+async def sql_pause(sql_backend: Backend) -> AsyncIterator[PauseFn]:
+    """``pause`` on SQLite and PostgreSQL only."""
+    async with _pausing(sql_backend) as run:
         yield run

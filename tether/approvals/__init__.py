@@ -12,7 +12,9 @@ The names below are the whole API. The modules behind them are private:
 
 * ``_request``: asking (``request_approval``, ``requires_approval``);
 * ``_flow``: the asking protocol, written once as a generator of operations;
-* ``_decide``: deciding (``decide``, ``decide_as``, ``resume_decided``, ``Decider``);
+* ``_decide``: deciding (``decide``, ``decide_as``, ``settle``, ``resume_decided``, ``Decider``);
+* ``_resuming``: who resumes a decided run (``Resumer``, ``GraphResumer``);
+* ``_cancel``: cancelling the requests of a cancelled run (``cancel_pending``);
 * ``_checks``: the checks a decision passes and the document it becomes;
 * ``_expiry``: the expiry sweep (``expire_due``);
 * ``_policies``: who may decide, and the expiry policies;
@@ -22,17 +24,19 @@ The names below are the whole API. The modules behind them are private:
 * ``errors``: the errors, each naming the problem and the fix.
 """
 
+from tether.approvals._cancel import cancel_pending, cancel_pending_sync
 from tether.approvals._checks import build_decision
 from tether.approvals._decide import (
     Decider,
     DecisionPayload,
-    DecisionResult,
     decide,
     decide_as,
     decide_as_sync,
     decide_sync,
     resume_decided,
     resume_decided_sync,
+    settle,
+    settle_sync,
 )
 from tether.approvals._display import (
     approval_fields,
@@ -60,6 +64,7 @@ from tether.approvals._request import (
     requires_approval,
     stopped_by_expiry,
 )
+from tether.approvals._resuming import DecisionResult, GraphResumer, Resumer, SyncResumer
 from tether.approvals._storage import (
     APPROVAL_KIND,
     DECISION_KIND,
@@ -107,14 +112,19 @@ __all__ = [
     "Escalate",
     "ExpiryAction",
     "ExpiryPolicy",
+    "GraphResumer",
     "InvalidEditError",
+    "Resumer",
     "SafeAlternative",
     "Stop",
+    "SyncResumer",
     "UnknownApprovalError",
     "approval_fields",
     "arequest_approval",
     "args_sha256",
     "build_decision",
+    "cancel_pending",
+    "cancel_pending_sync",
     "canonical_json",
     "decide",
     "decide_as",
@@ -136,5 +146,7 @@ __all__ = [
     "requires_approval",
     "resume_decided",
     "resume_decided_sync",
+    "settle",
+    "settle_sync",
     "stopped_by_expiry",
 ]

@@ -10,6 +10,10 @@ schema (:class:`InvalidEditError`). :mod:`._decide` then checks that the run is
 paused at it (:class:`ApprovalNotPendingError`). Nothing is written until every
 check passed.
 
+A request can also be cancelled with its run (:func:`cancel_decision`): the
+stored decision ``cancelled`` then answers every later decision with
+:class:`AlreadyDecidedError`, and the gate reads it as a rejection.
+
 Edits are validated with the action's pydantic schema: a request records where
 its schema lives (``module:QualName``) when the class is importable, and every
 schema given to a gate in this process is also registered under the action's
@@ -41,9 +45,11 @@ from tether.approvals.hashing import to_json_value
 from tether.store import Record
 
 __all__ = [
+    "CANCELLED",
     "RESERVED_PREFIX",
     "SYSTEM_EXPIRY",
     "build_decision",
+    "cancel_decision",
     "check_graph",
     "check_request",
     "register_args_schema",
@@ -55,6 +61,8 @@ __all__ = [
 RESERVED_PREFIX = "tether:"
 """User ids starting with this are tether's own deciders (the expiry sweep)."""
 SYSTEM_EXPIRY = f"{RESERVED_PREFIX}expiry"
+CANCELLED = "cancelled"
+"""The decision stored for a request whose run was cancelled (a rejection, to the gate)."""
 
 _lock = threading.Lock()
 _by_action: dict[str, type[BaseModel]] = {}
@@ -83,6 +91,11 @@ def check_request(
         )
     if decided is not None:
         d = decided.value
+        if d["decision"] == CANCELLED:
+            raise AlreadyDecidedError(
+                f"approval {approval_id} was cancelled with its run by {d['by']} at {d['at']} "
+                f"({d['reason']}); it can no longer be decided"
+            )
         raise AlreadyDecidedError(
             f"approval {approval_id} was already decided ({d['decision']} by {d['by']} at "
             f"{d['at']}); a decision is final and resumes the run once"
@@ -200,6 +213,31 @@ def build_decision(
         "shown_args_sha256": request.args_sha256,
         "args": args,
         "args_sha256": None if args is None else sha256_of(args),
+    }
+
+
+def cancel_decision(
+    request: ApprovalRequest, *, by: str, reason: str, now: datetime | None = None
+) -> dict[str, Any]:
+    """The decision document that cancels ``request`` (no person's checks apply).
+
+    It has the shape of :func:`build_decision`'s documents; nothing may run
+    (``args`` is ``None``) and the reason is what the agent is told.
+    """
+    return {
+        "approval_id": request.approval_id,
+        "thread_id": request.thread_id,
+        "action": request.action,
+        "decision": CANCELLED,
+        "by": by,
+        "roles": [],
+        "decider_source": "tether" if by.startswith(RESERVED_PREFIX) else "caller",
+        "at": format_time(now or datetime.now(UTC)),
+        "reason": reason,
+        "policy": None,
+        "shown_args_sha256": request.args_sha256,
+        "args": None,
+        "args_sha256": None,
     }
 
 

@@ -20,9 +20,12 @@ decision})``. The interrupt id is found in the graph's state by the approval id
 the interrupt carries, so several approvals pending in one step are each
 decided by id.
 
-The graph to resume is a parameter: the compiled graph that runs the thread
-(built over the same checkpointer in the deciding process). Each protocol is a
-generator of operations (:mod:`._io`); the sync twins run the same generator.
+Who resumes the run is a parameter (:mod:`._resuming`): ``graph=``, the
+compiled graph that runs the thread (built over the same checkpointer in the
+deciding process), or ``resumer=``, e.g. a runtime that enqueues the run for a
+worker. Exactly one of them. :func:`settle` is the storing-and-resuming half
+alone, for a decision document built elsewhere. Each protocol is a generator of
+operations (:mod:`._io`); the sync twins run the same generator.
 """
 
 from __future__ import annotations
@@ -33,7 +36,7 @@ from datetime import datetime
 from typing import Any
 
 from langgraph.checkpoint.base import BaseCheckpointSaver
-from langgraph.types import Command, StateSnapshot
+from langgraph.types import StateSnapshot
 
 from tether.approvals._checks import RESERVED_PREFIX, build_decision, check_graph, check_request
 from tether.approvals._io import (
@@ -47,10 +50,21 @@ from tether.approvals._io import (
     run,
     run_sync,
 )
+from tether.approvals._resuming import (
+    DecisionResult,
+    GraphResumer,
+    Resumer,
+    SyncResumer,
+    choose_resumer,
+    interrupt_id,
+    not_pending,
+    pending,
+    resumed,
+    state_result,
+)
 from tether.approvals._storage import (
     APPROVAL_KIND,
     DECISION_KIND,
-    PAYLOAD_TYPE,
     ApprovalRequest,
     audit,
     require_record,
@@ -59,7 +73,6 @@ from tether.approvals.errors import (
     AlreadyDecidedError,
     ApprovalConfigError,
     ApprovalError,
-    ApprovalNotPendingError,
     ApproverNotAllowedError,
 )
 from tether.store import store_for
@@ -67,13 +80,14 @@ from tether.store import store_for
 __all__ = [
     "Decider",
     "DecisionPayload",
-    "DecisionResult",
     "decide",
     "decide_as",
     "decide_as_sync",
     "decide_sync",
     "resume_decided",
     "resume_decided_sync",
+    "settle",
+    "settle_sync",
     "settling",
 ]
 
@@ -182,71 +196,12 @@ class DecisionPayload:
         )
 
 
-@dataclass(frozen=True)
-class DecisionResult:
-    """What a decision did.
-
-    Attributes:
-        approval_id: The decided request.
-        decision: The stored decision document (also the resume value).
-        pending: The approval requests the thread waits on after resuming
-            (e.g. a fresh request after a stale approval, or parallel ones).
-        finished: Whether the run has nothing left to do.
-        values: The graph state after resuming.
-    """
-
-    approval_id: str
-    decision: dict[str, Any]
-    pending: list[dict[str, Any]]
-    finished: bool
-    values: Any
-
-
 # -- the protocol, once --------------------------------------------------------------------
-def _interrupt_id(state: StateSnapshot, approval_id: str) -> str | None:
-    """The id of the pending interrupt carrying ``approval_id``, if the run waits on it."""
-    for item in state.interrupts:
-        value = item.value
-        if isinstance(value, dict) and value.get("approval_id") == approval_id:
-            return str(item.id)
-    return None
-
-
-def _not_pending(approval_id: str, thread_id: str) -> ApprovalNotPendingError:
-    return ApprovalNotPendingError(
-        f"thread {thread_id!r} is not paused at approval {approval_id}; it may have been "
-        "resumed already, or the graph given is not the one that runs this thread"
-    )
-
-
-def _result(graph: Graph, thread_id: str, approval_id: str, doc: dict[str, Any]) -> Flow[Any]:
-    """The :class:`DecisionResult` after resuming.
-
-    ``finished`` comes from :func:`tether.runtime.unfinished`: ``state.next``
-    is empty for a run whose last step's writes are stored but not checkpointed.
-    """
-    state: StateSnapshot = yield GetState(graph, thread_id)
-    left_unfinished = yield Unfinished(graph, thread_id)
-    return DecisionResult(
-        approval_id=approval_id,
-        decision=doc,
-        pending=[
-            i.value
-            for i in state.interrupts
-            if isinstance(i.value, dict) and i.value.get("type") == PAYLOAD_TYPE
-        ],
-        finished=not left_unfinished,
-        values=state.values,
-    )
-
-
-def settling(graph: Any, request: ApprovalRequest, doc: dict[str, Any]) -> Flow[DecisionResult]:
-    """Store ``doc`` once (put-if-absent), audit it, and resume the run with it."""
-    graph = check_graph(graph)
+def settling(resumer: Any, request: ApprovalRequest, doc: dict[str, Any]) -> Flow[DecisionResult]:
+    """Store ``doc`` once (put-if-absent), audit it, and have ``resumer`` continue the run."""
     thread_id, approval_id = request.thread_id, request.approval_id
-    interrupt_id = _interrupt_id((yield GetState(graph, thread_id)), approval_id)
-    if interrupt_id is None:
-        raise _not_pending(approval_id, thread_id)
+    if not (yield from pending(resumer, request)):
+        raise not_pending(approval_id, thread_id)
     if not (yield Insert(DECISION_KIND, approval_id, doc, thread_id)):
         raise AlreadyDecidedError(
             f"approval {approval_id} was decided by someone else a moment ago; this "
@@ -262,13 +217,12 @@ def settling(graph: Any, request: ApprovalRequest, doc: dict[str, Any]) -> Flow[
         reason=doc["reason"],
         decided_args_sha256=doc["args_sha256"],
     )
-    yield Resume(graph, thread_id, Command(resume={interrupt_id: doc}))
-    result: DecisionResult = yield from _result(graph, thread_id, approval_id, doc)
+    result: DecisionResult = yield from resumed(resumer, request, doc)
     return result
 
 
 def _deciding(
-    graph: Any,
+    resumer: Any,
     thread_id: str | None,
     approval_id: str,
     *,
@@ -290,12 +244,12 @@ def _deciding(
         reason=payload.reason,
         now=now,
     )
-    return (yield from settling(graph, request, doc))
+    return (yield from settling(resumer, request, doc))
 
 
 def _resumable(state: StateSnapshot, approval_id: str, left_unfinished: bool) -> bool:
     """Paused at this approval, or left unfinished with no person to wait for."""
-    if _interrupt_id(state, approval_id) is not None:
+    if interrupt_id(state, approval_id) is not None:
         return True
     # Killed after the decided step's writes were stored: nothing waits on a
     # person, yet the run has a step to fold in. A run paused at *another*
@@ -314,9 +268,9 @@ def _resuming(graph: Graph, approval_id: str) -> Flow[DecisionResult]:
     thread_id = record.thread_id
     state: StateSnapshot = yield GetState(graph, thread_id)
     if not _resumable(state, approval_id, (yield Unfinished(graph, thread_id))):
-        raise _not_pending(approval_id, thread_id)
+        raise not_pending(approval_id, thread_id)
     yield Resume(graph, thread_id, None)
-    result: DecisionResult = yield from _result(graph, thread_id, approval_id, decided.value)
+    result: DecisionResult = yield from state_result(graph, thread_id, approval_id, decided.value)
     return result
 
 
@@ -347,7 +301,8 @@ async def decide(
     approval_id: str,
     decision: str,
     *,
-    graph: Any,
+    graph: Any = None,
+    resumer: Resumer | None = None,
     by: str,
     roles: Iterable[str] = (),
     args_sha256: str | None = None,
@@ -366,7 +321,10 @@ async def decide(
         thread_id: The run's thread (``None``: take it from the stored request).
         approval_id: The request's id (from the interrupt payload or ``list_approvals``).
         decision: ``"approve"``, ``"edit"`` or ``"reject"``.
-        graph: The compiled graph that runs the thread (with the checkpointer).
+        graph: The compiled graph that runs the thread (with the checkpointer):
+            the run is resumed here. Give this or ``resumer``.
+        resumer: Who resumes the run instead (a :class:`Resumer`), e.g. a
+            runtime that enqueues it for a worker.
         by: Who decides.
         roles: The decider's roles, as your identity provider states them.
         args_sha256: The ``args_sha256`` the decider was shown; must match.
@@ -378,13 +336,15 @@ async def decide(
         A :class:`DecisionResult` with what the thread waits on next.
 
     Raises:
+        ApprovalConfigError: Both or neither of ``graph`` and ``resumer``.
         UnknownApprovalError, AlreadyDecidedError, ApproverNotAllowedError,
         ApprovalExpiredError, ArgsHashMismatchError, InvalidEditError,
         ApprovalNotPendingError: See docs/approvals.md (the checks, in order).
     """
+    chosen = choose_resumer(graph, resumer, sync=False)
     payload = DecisionPayload(decision, args_sha256, edited_args, reason)
     flow = _deciding(
-        graph, thread_id, approval_id, decider=_trusted(by, roles), payload=payload, now=now
+        chosen, thread_id, approval_id, decider=_trusted(by, roles), payload=payload, now=now
     )
     return await run(flow, store_for(checkpointer))
 
@@ -395,7 +355,8 @@ def decide_sync(
     approval_id: str,
     decision: str,
     *,
-    graph: Any,
+    graph: Any = None,
+    resumer: SyncResumer | GraphResumer | None = None,
     by: str,
     roles: Iterable[str] = (),
     args_sha256: str | None = None,
@@ -403,10 +364,14 @@ def decide_sync(
     reason: str | None = None,
     now: datetime | None = None,
 ) -> DecisionResult:
-    """Sync twin of :func:`decide` (not from the checkpointer's own event loop)."""
+    """Sync twin of :func:`decide` (not from the checkpointer's own event loop).
+
+    ``resumer`` is a :class:`SyncResumer` (or a :class:`GraphResumer`).
+    """
+    chosen = choose_resumer(graph, resumer, sync=True)
     payload = DecisionPayload(decision, args_sha256, edited_args, reason)
     flow = _deciding(
-        graph, thread_id, approval_id, decider=_trusted(by, roles), payload=payload, now=now
+        chosen, thread_id, approval_id, decider=_trusted(by, roles), payload=payload, now=now
     )
     return run_sync(flow, store_for(checkpointer))
 
@@ -417,7 +382,8 @@ async def decide_as(
     approval_id: str,
     payload: DecisionPayload | Mapping[str, Any],
     *,
-    graph: Any,
+    graph: Any = None,
+    resumer: Resumer | None = None,
     thread_id: str | None = None,
     now: datetime | None = None,
 ) -> DecisionResult:
@@ -435,19 +401,22 @@ async def decide_as(
         approval_id: The request's id.
         payload: What the person decided.
         graph: The compiled graph that runs the thread (with the checkpointer).
+        resumer: Who resumes the run instead of ``graph`` (see :func:`decide`).
         thread_id: The thread the request must belong to (``None``: any).
         now: The current time (injectable for tests).
 
     Raises:
-        ApprovalConfigError: ``decider`` is not a :class:`Decider`, or the body
-            is malformed or names a decider.
+        ApprovalConfigError: ``decider`` is not a :class:`Decider`, the body
+            is malformed or names a decider, or not exactly one of ``graph``
+            and ``resumer`` was given.
         UnknownApprovalError, AlreadyDecidedError, ApproverNotAllowedError,
         ApprovalExpiredError, ArgsHashMismatchError, InvalidEditError,
         ApprovalNotPendingError: As for :func:`decide`.
     """
     parsed = _payload(payload)
     decider = _checked_decider(decider)
-    flow = _deciding(graph, thread_id, approval_id, decider=decider, payload=parsed, now=now)
+    chosen = choose_resumer(graph, resumer, sync=False)
+    flow = _deciding(chosen, thread_id, approval_id, decider=decider, payload=parsed, now=now)
     return await run(flow, store_for(checkpointer))
 
 
@@ -457,14 +426,76 @@ def decide_as_sync(
     approval_id: str,
     payload: DecisionPayload | Mapping[str, Any],
     *,
-    graph: Any,
+    graph: Any = None,
+    resumer: SyncResumer | GraphResumer | None = None,
     thread_id: str | None = None,
     now: datetime | None = None,
 ) -> DecisionResult:
     """Sync twin of :func:`decide_as`."""
     parsed = _payload(payload)
     decider = _checked_decider(decider)
-    flow = _deciding(graph, thread_id, approval_id, decider=decider, payload=parsed, now=now)
+    chosen = choose_resumer(graph, resumer, sync=True)
+    flow = _deciding(chosen, thread_id, approval_id, decider=decider, payload=parsed, now=now)
+    return run_sync(flow, store_for(checkpointer))
+
+
+def _request_for(request: Any, doc: Any) -> ApprovalRequest:
+    if not isinstance(request, ApprovalRequest):
+        raise ApprovalConfigError(
+            f"settle() needs the stored ApprovalRequest (get_approval(...).request), "
+            f"got {type(request).__name__}"
+        )
+    if not isinstance(doc, dict) or doc.get("approval_id") != request.approval_id:
+        raise ApprovalConfigError(
+            f"settle() needs the decision document build_decision() made for approval "
+            f"{request.approval_id}"
+        )
+    return request
+
+
+async def settle(
+    checkpointer: BaseCheckpointSaver[Any],
+    request: ApprovalRequest,
+    doc: dict[str, Any],
+    *,
+    graph: Any = None,
+    resumer: Resumer | None = None,
+) -> DecisionResult:
+    """Store a decision built with :func:`build_decision` once, audit it, and resume the run.
+
+    The second half of :func:`decide`, for a caller that checked and built the
+    decision itself. Of concurrent settlements of one request exactly one is
+    stored, and only that one resumes the run.
+
+    Args:
+        checkpointer: The checkpointer the run uses.
+        request: The stored request (``get_approval(...).request``).
+        doc: The decision document for it.
+        graph: The compiled graph that runs the thread; or
+        resumer: who resumes the run instead (see :func:`decide`).
+
+    Raises:
+        ApprovalConfigError: Not exactly one of ``graph`` and ``resumer``, or
+            ``doc`` is not a decision for ``request``.
+        ApprovalNotPendingError: The run does not wait on the request.
+        AlreadyDecidedError: A decision for it is stored already.
+    """
+    chosen = choose_resumer(graph, resumer, sync=False)
+    flow = settling(chosen, _request_for(request, doc), doc)
+    return await run(flow, store_for(checkpointer))
+
+
+def settle_sync(
+    checkpointer: BaseCheckpointSaver[Any],
+    request: ApprovalRequest,
+    doc: dict[str, Any],
+    *,
+    graph: Any = None,
+    resumer: SyncResumer | GraphResumer | None = None,
+) -> DecisionResult:
+    """Sync twin of :func:`settle`."""
+    chosen = choose_resumer(graph, resumer, sync=True)
+    flow = settling(chosen, _request_for(request, doc), doc)
     return run_sync(flow, store_for(checkpointer))
 
 

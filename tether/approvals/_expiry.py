@@ -8,7 +8,9 @@ worker loop); ``now`` is injectable, so tests never sleep.
   escalation's ``then`` policy applies.
 * stop / safe_alternative: an ``expire`` decision is stored through the same
   put-if-absent as a person's decision (so a person deciding at the same
-  moment and the sweep never both resume the run) and the run is resumed.
+  moment and the sweep never both resume the run) and the run is resumed, by
+  the graph (``graph=``) or by whoever resumes runs (``resumer=``, e.g. a
+  runtime's queue).
 
 A timeout never approves.
 """
@@ -25,6 +27,7 @@ from tether.approvals._checks import SYSTEM_EXPIRY, build_decision
 from tether.approvals._decide import settling
 from tether.approvals._io import Flow, List, run, run_sync
 from tether.approvals._policies import Escalate, ExpiryPolicy, SafeAlternative
+from tether.approvals._resuming import GraphResumer, Resumer, SyncResumer, choose_resumer
 from tether.approvals._storage import (
     APPROVAL_KIND,
     DECISION_KIND,
@@ -120,7 +123,7 @@ def _escalation_action(request: ApprovalRequest) -> ExpiryAction:
     )
 
 
-def _expiring(graph: Any, now: datetime) -> Flow[list[ExpiryAction]]:
+def _expiring(resumer: Any, now: datetime) -> Flow[list[ExpiryAction]]:
     decided = {r.key for r in (yield List(DECISION_KIND))}
     actions = []
     for request in _due((yield List(APPROVAL_KIND)), decided, now):
@@ -140,7 +143,7 @@ def _expiring(graph: Any, now: datetime) -> Flow[list[ExpiryAction]]:
             continue
         doc = _expire_doc(request, policy, now)
         try:
-            yield from settling(graph, request, doc)
+            yield from settling(resumer, request, doc)
         except (AlreadyDecidedError, ApprovalNotPendingError) as exc:
             actions.append(_skipped(request, exc))
             continue
@@ -149,24 +152,38 @@ def _expiring(graph: Any, now: datetime) -> Flow[list[ExpiryAction]]:
 
 
 async def expire_due(
-    checkpointer: BaseCheckpointSaver[Any], graph: Any, now: datetime | None = None
+    checkpointer: BaseCheckpointSaver[Any],
+    graph: Any = None,
+    now: datetime | None = None,
+    *,
+    resumer: Resumer | None = None,
 ) -> list[ExpiryAction]:
     """Apply the expiry policy of every pending request expired at ``now`` (default: now).
 
     Args:
         checkpointer: The checkpointer of the runs.
-        graph: The compiled graph that runs them (resumed for stop and
-            safe_alternative).
+        graph: The compiled graph that runs them (resumed here for stop and
+            safe_alternative). Give this or ``resumer``.
         now: The current time (injectable for tests).
+        resumer: Who resumes the runs instead of ``graph`` (a :class:`Resumer`).
 
     Returns:
         One :class:`ExpiryAction` per expired request.
+
+    Raises:
+        ApprovalConfigError: Not exactly one of ``graph`` and ``resumer``.
     """
-    return await run(_expiring(graph, now or datetime.now(UTC)), store_for(checkpointer))
+    chosen = choose_resumer(graph, resumer, sync=False)
+    return await run(_expiring(chosen, now or datetime.now(UTC)), store_for(checkpointer))
 
 
 def expire_due_sync(
-    checkpointer: BaseCheckpointSaver[Any], graph: Any, now: datetime | None = None
+    checkpointer: BaseCheckpointSaver[Any],
+    graph: Any = None,
+    now: datetime | None = None,
+    *,
+    resumer: SyncResumer | GraphResumer | None = None,
 ) -> list[ExpiryAction]:
-    """Sync twin of :func:`expire_due`."""
-    return run_sync(_expiring(graph, now or datetime.now(UTC)), store_for(checkpointer))
+    """Sync twin of :func:`expire_due` (``resumer`` is a :class:`SyncResumer`)."""
+    chosen = choose_resumer(graph, resumer, sync=True)
+    return run_sync(_expiring(chosen, now or datetime.now(UTC)), store_for(checkpointer))

@@ -33,7 +33,7 @@ from langgraph.checkpoint.base import BaseCheckpointSaver
 from pydantic import BaseModel
 
 from tether._tool_calls import current_tool_call_id
-from tether.approvals._checks import register_args_schema, schema_ref
+from tether.approvals._checks import CANCELLED, register_args_schema, schema_ref
 from tether.approvals._io import Call, Flow, Interrupt, Read
 from tether.approvals._policies import (
     Alternative,
@@ -217,8 +217,11 @@ class ApprovalOutcome:
 
     Attributes:
         request: The request that was decided.
-        decision: ``approve``, ``edit``, ``reject`` or ``expire``.
-        by: Who decided (``tether:expiry`` when the expiry policy did).
+        decision: ``approve``, ``edit``, ``reject`` or ``expire``; a request
+            cancelled with its run reads as ``reject``, with the cancel's
+            reason.
+        by: Who decided (``tether:expiry`` when the expiry policy did, the
+            canceller when the run was cancelled).
         reason: The decider's reason, if given.
         action: The action to run: the request's, or the alternative's when an
             expired request fell back to its safe alternative.
@@ -350,6 +353,8 @@ def _build_request(
 
 def _outcome(request: ApprovalRequest, decision: dict[str, Any]) -> ApprovalOutcome:
     kind = decision["decision"]
+    if kind == CANCELLED:  # cancelled with its run: nothing runs, the agent is told why
+        kind = "reject"
     args: dict[str, Any] | None = None
     action = request.action
     if kind in ("approve", "edit"):

@@ -11,7 +11,7 @@ the action depends on.
 
 A decision is stored beside it (record kind ``approval_decision``, same key),
 put-if-absent, so it is recorded once. Every request, decision, voiding,
-escalation and expiry is also an audit step in the thread's step log (kind
+escalation, expiry and cancellation is also an audit step in the thread's step log (kind
 ``approval``), in the same document shape as the other steps, so ``read_steps``
 shows them in order with the model and tool steps.
 
@@ -258,7 +258,13 @@ def audit(request: ApprovalRequest, event: str, **detail: Any) -> AppendStep:
 
 
 # -- reading back --------------------------------------------------------------------------
-_DONE = {"approve": "approved", "edit": "edited", "reject": "rejected", "expire": "expired"}
+_DONE = {
+    "approve": "approved",
+    "edit": "edited",
+    "reject": "rejected",
+    "expire": "expired",
+    "cancelled": "cancelled",
+}
 
 
 @dataclass(frozen=True)
@@ -269,7 +275,8 @@ class ApprovalView:
         request: The request (with any escalations applied).
         decision: The decision document, if decided.
         status: ``pending``, ``approved``, ``edited``, ``rejected``, ``expired``
-            (settled by the expiry policy) or ``voided`` (stale, replaced).
+            (settled by the expiry policy), ``cancelled`` (with its run) or
+            ``voided`` (stale, replaced).
     """
 
     request: ApprovalRequest

@@ -1,14 +1,17 @@
-"""Canonical JSON and its SHA-256: what binds an approval to the exact arguments shown."""
+"""Canonical JSON and its SHA-256: what binds an approval to the exact arguments shown.
+
+The form is :mod:`tether._canonical`'s, in the spelling approvals have always
+been stored with: UTF-8 text as the approver reads it (``ensure_ascii=False``)
+and no NaN or infinity (arguments are stored and shown as JSON).
+"""
 
 from __future__ import annotations
 
 import hashlib
-import json
-import math
 from typing import TYPE_CHECKING, Any
 
-from pydantic import BaseModel
-
+from tether._canonical import CanonicalJSONError, to_plain
+from tether._canonical import canonical_json as _canonical_json
 from tether.approvals.errors import ApprovalConfigError
 from tether.checkpointing.binding import APPROVAL_ID
 
@@ -16,6 +19,7 @@ if TYPE_CHECKING:
     from tether.store.keyed import KeyedHash
 
 __all__ = [
+    "ArgsNotJSONError",
     "approval_id_for",
     "args_sha256",
     "canonical_json",
@@ -24,50 +28,31 @@ __all__ = [
 ]
 
 
+class ArgsNotJSONError(ApprovalConfigError, CanonicalJSONError):
+    """Approval data holds something JSON cannot carry (it names the type and the path).
+
+    An :class:`ApprovalConfigError`, as such values always were, and the
+    :class:`~tether._canonical.CanonicalJSONError` every canonical hash raises.
+    """
+
+
 def to_json_value(value: Any, *, what: str = "value") -> Any:
     """``value`` as plain JSON data (dicts, lists, str, int, float, bool, None).
 
-    Pydantic models are dumped in JSON mode; tuples become lists. Anything else
+    Pydantic models are dumped in JSON mode; mappings become dicts, tuples and
+    other sequences lists (the rules of :mod:`tether._canonical`). Anything else
     that JSON cannot carry is an error, because an approver must see exactly
     what will run.
 
     Raises:
         ApprovalConfigError: ``value`` holds something JSON cannot represent.
     """
-    if isinstance(value, BaseModel):
-        return to_json_value(value.model_dump(mode="json"), what=what)
-    if value is None or isinstance(value, bool | int | str):
-        return value
-    if isinstance(value, float):
-        if not math.isfinite(value):
-            raise ApprovalConfigError(f"{what} holds {value!r}; NaN and infinity are not JSON")
-        return value
-    if isinstance(value, dict):
-        out: dict[str, Any] = {}
-        for key, item in value.items():
-            if not isinstance(key, str):
-                raise ApprovalConfigError(
-                    f"{what} has a non-string key {key!r}; JSON object keys must be strings"
-                )
-            out[key] = to_json_value(item, what=what)
-        return out
-    if isinstance(value, list | tuple):
-        return [to_json_value(item, what=what) for item in value]
-    raise ApprovalConfigError(
-        f"{what} holds a {type(value).__name__}, which is not JSON; pass str, numbers, bools, "
-        "None, lists, dicts or pydantic models"
-    )
+    return to_plain(value, allow_nan=False, ensure_utf8=True, what=what, error=ArgsNotJSONError)
 
 
 def canonical_json(value: Any) -> str:
     """The one text of ``value``: sorted keys, no spaces, UTF-8 characters kept."""
-    return json.dumps(
-        to_json_value(value),
-        sort_keys=True,
-        separators=(",", ":"),
-        ensure_ascii=False,
-        allow_nan=False,
-    )
+    return _canonical_json(value, ensure_ascii=False, allow_nan=False, error=ArgsNotJSONError)
 
 
 def args_sha256(args: Any) -> str:

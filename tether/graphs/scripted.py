@@ -22,7 +22,6 @@ installed; tether itself imports no provider.
 from __future__ import annotations
 
 import hashlib
-import json
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -36,6 +35,7 @@ from langchain_core.utils.function_calling import convert_to_openai_tool
 from pydantic import ConfigDict, Field
 
 from tether._calllog import ScriptedCall, append_call, read_calls
+from tether._canonical import canonical_json
 from tether._messages import message_fingerprint
 from tether.errors import TetherError
 
@@ -106,13 +106,14 @@ def last_tool_result(messages: Conversation) -> str:
 
 
 def _input_hash(messages: Conversation) -> str:
-    canonical = json.dumps(
+    """SHA-256 of the conversation's canonical JSON (ASCII text, as it has always been written)."""
+    text = canonical_json(
         [message_fingerprint(m) for m in messages],
-        sort_keys=True,
-        separators=(",", ":"),
-        default=str,
+        ensure_ascii=True,
+        allow_nan=True,
+        what="the scripted model's input",
     )
-    return hashlib.sha256(canonical.encode()).hexdigest()
+    return hashlib.sha256(text.encode()).hexdigest()
 
 
 def _tokens(text: str) -> int:

@@ -178,6 +178,37 @@ class Run:
         """Over for good: ``success``, ``error``, ``cancelled`` or ``timeout``."""
         return self.status in TERMINAL
 
+    def as_langgraph(self) -> dict[str, Any] | None:
+        """The run as LangGraph's API shows it (design §2.12), JSON-ready.
+
+        ``interrupted`` (waiting) shows as ``success``, as LangGraph reports a
+        run that stopped at an interrupt; ``cancelled`` shows as
+        ``interrupted`` with its ``cancel_reason``. A run cancelled with
+        ``rollback`` has no LangGraph form (LangGraph deletes it): ``None``,
+        which the server answers with 404.
+        """
+        status: str = self.status
+        if self.status == "cancelled":
+            if self.cancel_action == "rollback":
+                return None
+            status = "interrupted"
+        elif self.status == "interrupted":
+            status = "success"
+        shown: dict[str, Any] = {
+            "run_id": self.run_id,
+            "thread_id": self.thread_id,
+            "assistant_id": self.assistant_id,
+            "created_at": self.created_at.isoformat(),
+            "updated_at": self.updated_at.isoformat(),
+            "status": status,
+            "metadata": dict(self.metadata),
+            "multitask_strategy": self.multitask_strategy,
+            "kwargs": dict(self.kwargs),
+        }
+        if self.cancel_reason is not None:
+            shown["cancel_reason"] = self.cancel_reason
+        return shown
+
 
 @dataclass(frozen=True)
 class RunEvent:

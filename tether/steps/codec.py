@@ -5,48 +5,32 @@ from __future__ import annotations
 import hashlib
 import importlib
 import json
-from collections.abc import Mapping, Sequence
 from typing import Any
 
 from langchain_core.messages import BaseMessage, messages_from_dict, messages_to_dict
-from langchain_core.prompt_values import PromptValue
 from pydantic import BaseModel
 
 from tether.steps.errors import StepsError
-from tether.steps.hashing import conversation_hash, dumps, message_fields
+from tether.steps.hashing import conversation_hash, dumps
 
 __all__ = ["canonical_hash", "decode_output", "encode_output"]
-
-
-def _plain(value: Any) -> Any:
-    """``value`` as plain JSON data, with messages reduced to their content."""
-    plain: Any
-    if value is None or isinstance(value, str | int | float | bool):
-        plain = value
-    elif isinstance(value, BaseMessage):
-        plain = message_fields(value)
-    elif isinstance(value, PromptValue):
-        plain = [message_fields(m) for m in value.to_messages()]
-    elif isinstance(value, BaseModel):
-        plain = value.model_dump(mode="json")
-    elif isinstance(value, Mapping):
-        plain = {str(k): _plain(v) for k, v in value.items()}
-    elif isinstance(value, Sequence) and not isinstance(value, bytes):
-        plain = [_plain(v) for v in value]
-    else:
-        plain = repr(value)
-    return plain
 
 
 def _is_message(value: Any) -> bool:
     return isinstance(value, BaseMessage)
 
 
-def canonical_hash(value: Any) -> str:
-    """A SHA-256 of ``value`` in canonical JSON (sorted keys, messages by content)."""
+def canonical_hash(value: Any, *, what: str = "the hashed step input") -> str:
+    """A SHA-256 of ``value`` in canonical JSON (sorted keys, messages by content).
+
+    Raises:
+        CanonicalJSONError: ``value`` holds something canonical JSON cannot encode
+            (a set, bytes, a datetime, any other object); the error names its type
+            and where it is, such as ``$.refund.when``.
+    """
     if isinstance(value, list | tuple) and value and all(map(_is_message, value)):
         return conversation_hash(value)
-    return hashlib.sha256(dumps(_plain(value)).encode()).hexdigest()
+    return hashlib.sha256(dumps(value, what=what).encode()).hexdigest()
 
 
 def encode_output(value: Any) -> dict[str, Any]:

@@ -7,12 +7,16 @@ conversation is kept, so the next call encodes and hashes only what was
 appended (after checking the rest is the same objects with the same
 contents). The result is exactly the SHA-256 of the conversation's canonical
 JSON; caching never changes it.
+
+Canonical JSON is :mod:`tether._canonical`'s, in the spelling step hashes have
+always been stored with: ASCII text (``ensure_ascii=True``), NaN and infinity
+written as ``NaN`` and ``Infinity``, and messages (wherever they are in the
+value) reduced to :func:`message_fields`, what a model was asked.
 """
 
 from __future__ import annotations
 
 import hashlib
-import json
 import threading
 from collections import OrderedDict
 from collections.abc import Sequence
@@ -21,8 +25,11 @@ from operator import attrgetter
 from typing import Any
 
 from langchain_core.messages import BaseMessage
+from langchain_core.prompt_values import PromptValue
 
-__all__ = ["conversation_hash", "dumps", "message_fields"]
+from tether._canonical import Reducers, canonical_json
+
+__all__ = ["REDUCERS", "conversation_hash", "dumps", "message_fields"]
 
 # The parts of a message that make up what a model was asked; ids and provider
 # metadata are left out because they may differ between equal conversations.
@@ -43,9 +50,22 @@ def message_fields(message: BaseMessage) -> dict[str, Any]:
     return fields
 
 
-def dumps(plain: Any) -> str:
-    """Canonical JSON: sorted keys, no spaces."""
-    return json.dumps(plain, sort_keys=True, separators=(",", ":"), default=repr)
+def _prompt_fields(prompt: PromptValue) -> list[dict[str, Any]]:
+    return [message_fields(m) for m in prompt.to_messages()]
+
+
+REDUCERS: Reducers = ((BaseMessage, message_fields), (PromptValue, _prompt_fields))
+"""Messages and prompt values count by their content, wherever they are in a hashed value."""
+
+
+def dumps(value: Any, *, what: str = "the hashed step input") -> str:
+    """Canonical JSON in the steps' spelling: sorted keys, no spaces, ASCII only.
+
+    Raises:
+        CanonicalJSONError: ``value`` holds something canonical JSON cannot encode
+            (the error names its type and where it is).
+    """
+    return canonical_json(value, ensure_ascii=True, allow_nan=True, reducers=REDUCERS, what=what)
 
 
 @dataclass
@@ -92,7 +112,8 @@ def conversation_hash(messages: Sequence[BaseMessage]) -> str:
     else:
         state, start = prefix.state.copy(), len(prefix.ids)
     for i in range(start, len(messages)):
-        state.update((b"," if i else b"") + dumps(message_fields(messages[i])).encode())
+        text = dumps(message_fields(messages[i]), what=f"message {i} of the hashed conversation")
+        state.update((b"," if i else b"") + text.encode())
     digest = state.copy()
     digest.update(b"]")
     whole = tuple(messages)

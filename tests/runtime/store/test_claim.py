@@ -3,11 +3,12 @@
 from __future__ import annotations
 
 import asyncio
+import json
 from collections import defaultdict
 from datetime import timedelta
 
-from tests.runtime.store.conftest import add_graph
-from tests.runtime.store.helpers import (
+from tests.runtime.store import raw
+from tests.runtime.store.actions import (
     GRAPH,
     LEASE,
     SHORT_LEASE,
@@ -16,7 +17,8 @@ from tests.runtime.store.helpers import (
     kinds,
     take_over,
 )
-from tether.runtime.store import NewRun, Outcome, RunStore
+from tests.runtime.store.conftest import add_graph
+from tether.runtime.store import NewRun, Outcome, RunStore, WorkerInfo
 
 THREADS = 30
 RUNS_PER_THREAD = 3
@@ -182,3 +184,22 @@ async def test_release_hands_the_run_back_without_spending_an_attempt(store: Run
     retried = await store.release(again.hold, reason="retriable", retry=True)
     assert retried.attempt == 1
     assert (await claim_one(store, "w3")).run.attempt == 2
+
+
+async def test_a_worker_is_registered_refreshed_and_removed(
+    store: RunStore, store_url: str
+) -> None:
+    sql = "SELECT worker_id, host, pid, graphs, concurrency, last_heartbeat FROM tether_workers"
+    await store.register_worker(WorkerInfo("w1", "host-a", 123, ["g"], 4))
+    [(worker, host, pid, graphs, concurrency, first)] = raw.rows(store_url, sql)
+    assert (worker, host, pid, concurrency) == ("w1", "host-a", 123, 4)
+    assert (json.loads(graphs) if isinstance(graphs, str) else graphs) == ["g"]
+    await store.register_worker(WorkerInfo("w1", "host-a", 123, ["g", "h"], 8))
+    await asyncio.sleep(0.01)  # let the clock move on
+    await store.heartbeat("w1", lease=LEASE)
+    [(_, _, _, graphs, concurrency, beat)] = raw.rows(store_url, sql)
+    assert (json.loads(graphs) if isinstance(graphs, str) else graphs) == ["g", "h"]
+    assert concurrency == 8
+    assert beat > first
+    await store.unregister_worker("w1")
+    assert raw.rows(store_url, sql) == []

@@ -7,7 +7,7 @@ from typing import Any
 
 import pytest
 
-from tests.runtime.store.helpers import GRAPH, LEASE, claim_one, create, kinds
+from tests.runtime.store.actions import GRAPH, LEASE, claim_one, create, kinds
 from tether.runtime.errors import (
     AlreadyExistsError,
     AssistantNotFoundError,

@@ -7,7 +7,7 @@ from typing import Any
 
 import pytest
 
-from tests.runtime.store.helpers import LEASE, SHORT_LEASE, claim_one, create, take_over
+from tests.runtime.store.actions import LEASE, SHORT_LEASE, claim_one, create, take_over
 from tether.runtime.errors import FenceLostError
 from tether.runtime.store import Hold, NewEvent, Outcome, RunStore
 

@@ -3,15 +3,17 @@
 from __future__ import annotations
 
 import asyncio
-import sqlite3
+from pathlib import Path
+from typing import Any
 
-import psycopg
 import pytest
 
-from tether.errors import ConfigurationError
+from tests.runtime.store.raw import execute, rows
+from tether.errors import BackendUnavailableError, ConfigurationError
 from tether.runtime.errors import RuntimeSchemaError
 from tether.runtime.migrations import LATEST, MIGRATIONS
 from tether.runtime.store import open_run_store
+from tether.testing.services import free_port
 
 TABLES = {
     "tether_assistants",
@@ -27,39 +29,24 @@ TABLES = {
 
 
 def _tables(url: str) -> set[str]:
-    if url.startswith("sqlite"):
-        with sqlite3.connect(url.removeprefix("sqlite:///")) as db:
-            rows = db.execute("SELECT name FROM sqlite_master WHERE type = 'table'").fetchall()
-    else:
-        with psycopg.connect(url) as conn:
-            rows = conn.execute(
-                "SELECT tablename FROM pg_tables WHERE schemaname = 'public'"
-            ).fetchall()
-    return {r[0] for r in rows if r[0].startswith("tether_")}
+    sql = (
+        "SELECT name FROM sqlite_master WHERE type = 'table'"
+        if url.startswith("sqlite")
+        else "SELECT tablename FROM pg_tables WHERE schemaname = 'public'"
+    )
+    return {r[0] for r in rows(url, sql) if r[0].startswith("tether_")}
 
 
-def _migration_rows(url: str) -> list[tuple[int, str]]:
-    sql = "SELECT version, description FROM tether_runtime_migrations ORDER BY version"
-    if url.startswith("sqlite"):
-        with sqlite3.connect(url.removeprefix("sqlite:///")) as db:
-            return [tuple(r) for r in db.execute(sql).fetchall()]  # type: ignore[misc]
-    with psycopg.connect(url) as conn:
-        return [tuple(r) for r in conn.execute(sql).fetchall()]  # type: ignore[misc]
+def _migration_rows(url: str) -> list[tuple[Any, ...]]:
+    return rows(url, "SELECT version, description FROM tether_runtime_migrations ORDER BY 1")
 
 
 def _record_version(url: str, version: int) -> None:
-    if url.startswith("sqlite"):
-        with sqlite3.connect(url.removeprefix("sqlite:///")) as db:
-            db.execute(
-                "INSERT INTO tether_runtime_migrations VALUES (?, 'from the future', 0)",
-                (version,),
-            )
-    else:
-        with psycopg.connect(url) as conn:
-            conn.execute(
-                "INSERT INTO tether_runtime_migrations VALUES (%s, 'from the future', now())",
-                (version,),
-            )
+    applied = "0" if url.startswith("sqlite") else "now()"
+    execute(
+        url,
+        f"INSERT INTO tether_runtime_migrations VALUES ({version}, 'from the future', {applied})",
+    )
 
 
 async def test_setup_creates_version_1_and_records_it(store_url: str) -> None:
@@ -115,3 +102,32 @@ async def test_other_urls_name_both_supported_schemes(url: str) -> None:
     assert "postgresql://" in str(caught.value)
     assert "sqlite:///" in str(caught.value)
     assert repr(url) in str(caught.value)
+
+
+async def test_using_a_store_before_setup_says_to_run_setup(store_url: str) -> None:
+    async with open_run_store(store_url) as store:
+        for call in (
+            store.get_run("r"),
+            store.list_threads(),
+            store.claim("w", graphs=["g"], limit=1, lease=1.0),
+            store.verify("r", 1),
+        ):
+            with pytest.raises(RuntimeSchemaError, match=r"call setup\(\) on the store"):
+                await call
+        assert await store.schema_version() == 0
+
+
+async def test_an_unreachable_postgres_is_named() -> None:
+    url = f"postgresql://nobody:secret@127.0.0.1:{free_port()}/db"
+    with pytest.raises(BackendUnavailableError) as caught:
+        async with open_run_store(url, connect_timeout=2):
+            pass
+    assert "cannot reach the run store's PostgreSQL (postgresql://nobody:***@" in str(caught.value)
+    assert "secret" not in str(caught.value)
+
+
+async def test_a_sqlite_file_in_a_missing_directory_is_refused(tmp_path: Path) -> None:
+    url = f"sqlite:///{tmp_path}/missing/run.db"
+    with pytest.raises(ConfigurationError, match="does not exist; create it first"):
+        async with open_run_store(url):
+            pass

@@ -48,7 +48,7 @@ SUPPORTED = "postgresql://… or sqlite:///path"
 
 @asynccontextmanager
 async def open_run_store(
-    url: str, *, min_size: int = 1, max_size: int = 10
+    url: str, *, min_size: int = 1, max_size: int = 10, connect_timeout: float = 5.0
 ) -> AsyncIterator[RunStore]:
     """Open the run store at ``url``; closes its connections on exit.
 
@@ -56,9 +56,12 @@ async def open_run_store(
         url: ``postgresql://user:pass@host/db`` or ``sqlite:///path/to/file.db``.
         min_size: Fewest pooled connections (PostgreSQL).
         max_size: Most pooled connections (PostgreSQL).
+        connect_timeout: Seconds to wait for the server (PostgreSQL).
 
     Raises:
-        ConfigurationError: the scheme is neither of the two supported ones.
+        ConfigurationError: the scheme is neither of the two supported ones, or
+            the URL lacks what its backend needs (host, file path).
+        BackendUnavailableError: PostgreSQL cannot be reached.
     """
     scheme = urlsplit(url).scheme.lower() if isinstance(url, str) else ""
     if scheme not in ("postgresql", "postgres", "sqlite"):
@@ -71,7 +74,9 @@ async def open_run_store(
     if parsed.backend == "postgres":
         from tether.runtime.store.postgres import PostgresRunStore
 
-        store = await PostgresRunStore.open(url, min_size=min_size, max_size=max_size)
+        store = await PostgresRunStore.open(
+            url, min_size=min_size, max_size=max_size, connect_timeout=connect_timeout
+        )
     else:
         from tether.runtime.store.sqlite import SqliteRunStore
 

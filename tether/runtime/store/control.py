@@ -6,17 +6,19 @@ decided here, once, so PostgreSQL and SQLite behave the same.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, cast, get_args
 
 from tether.runtime.errors import AlreadyExistsError, InvalidRunRequestError, RunNotActiveError
 from tether.runtime.ids import check_id, new_id
 from tether.runtime.models import Assistant, CancelAction, IfExists, Run, RunStatus
-from tether.runtime.store.base import NewEvent, Outcome
+from tether.runtime.store.encoding import dumps
+from tether.runtime.store.types import KEEP, Hold, NewEvent, Outcome
 from tether.runtime.store.validation import COMMAND_KEYS, ValidRun, check_mapping, encode
 
 __all__ = [
+    "MISSING_SCHEMA",
     "NewAssistant",
     "attempts_exceeded",
     "cancel_event",
@@ -29,6 +31,7 @@ __all__ = [
     "created_event",
     "existing_assistant",
     "existing_thread",
+    "finish_params",
     "finished_data",
     "new_assistant",
     "no_assistant",
@@ -37,7 +40,15 @@ __all__ = [
     "not_interrupted",
     "resume_input",
     "resumed_event",
+    "run_params",
+    "where",
 ]
+
+
+MISSING_SCHEMA = (
+    "the run store's tables are missing: call setup() on the store (or run "
+    "`tether runtime setup --url URL`) once before using it"
+)
 
 
 def no_run(run_id: str) -> str:
@@ -113,6 +124,51 @@ def created_event(assistant: Assistant, run: ValidRun) -> NewEvent:
             "deadline_at": None if run.deadline_at is None else run.deadline_at.isoformat(),
         },
     )
+
+
+def run_params(v: ValidRun, assistant: Assistant, tenant: str, thread_id: str) -> dict[str, Any]:
+    """The named parameters of a run's INSERT (``deadline`` as a ``datetime``)."""
+    return {
+        "run": v.run_id,
+        "tenant": tenant,
+        "thread": thread_id,
+        "assistant": assistant.assistant_id,
+        "graph": assistant.graph_id,
+        "strategy": v.strategy,
+        "kwargs": v.kwargs_json,
+        "input": v.input_json,
+        "input_kind": v.input_kind,
+        "metadata": v.metadata_json,
+        "max_attempts": v.max_attempts,
+        "after": v.after_seconds,
+        "deadline": v.deadline_at,
+        "step_timeout": v.step_timeout,
+    }
+
+
+def where(filters: Sequence[tuple[str, Any]], mark: str) -> tuple[str, list[Any]]:
+    """``col = <mark> AND …`` for each ``(column, value)`` whose value is not ``None``."""
+    used = [(column, value) for column, value in filters if value is not None]
+    return " AND ".join(f"{column} = {mark}" for column, _ in used), [v for _, v in used]
+
+
+def finish_params(hold: Hold, outcome: Outcome) -> dict[str, Any]:
+    """The named parameters of the finish statements (§3.3.5), JSON encoded."""
+    keep = outcome.values is KEEP
+    return {
+        "thread": hold.thread_id,
+        "run": hold.run_id,
+        "fence": hold.fence,
+        "thread_status": outcome.thread_status,
+        "keep": keep,
+        "values": None if keep else dumps(outcome.values),
+        "interrupts": None if outcome.interrupts is None else dumps(outcome.interrupts),
+        "thread_error": None if outcome.thread_error is None else dumps(outcome.thread_error),
+        "status": outcome.status,
+        "waiting_on": dumps([w.as_dict() for w in outcome.waiting_on]),
+        "error": None if outcome.error is None else dumps(outcome.error),
+        "reason": outcome.reason,
+    }
 
 
 def resume_input(command: Mapping[str, Any]) -> str:

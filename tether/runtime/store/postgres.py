@@ -12,11 +12,10 @@ from __future__ import annotations
 import builtins
 import math
 from collections.abc import Mapping, Sequence
-from datetime import UTC, datetime
 from typing import Any, Literal
 
 import psycopg
-from psycopg.rows import dict_row
+from psycopg.rows import DictRow, dict_row
 from psycopg_pool import AsyncConnectionPool
 
 from tether.checkpointing.url import redact
@@ -24,17 +23,15 @@ from tether.errors import BackendUnavailableError
 from tether.runtime import migrations
 from tether.runtime.errors import (
     AlreadyExistsError,
-    AssistantNotFoundError,
     RunNotActiveError,
     RunNotFoundError,
     ThreadBusyError,
     ThreadNotFoundError,
 )
-from tether.runtime.ids import check_id, new_id, system_assistant_id
+from tether.runtime.ids import new_id, system_assistant_id
 from tether.runtime.models import (
     Assistant,
     CancelAction,
-    IfExists,
     Run,
     RunEvent,
     RunStatus,
@@ -43,11 +40,13 @@ from tether.runtime.models import (
 )
 from tether.runtime.multitask import BUSY_MESSAGE, InflightRun, plan, superseded_reason
 from tether.runtime.store import control
-from tether.runtime.store.base import Created, NewEvent, NewRun
+from tether.runtime.store.base import Created, NewEvent
+from tether.runtime.store.control import NewAssistant
 from tether.runtime.store.encoding import dumps
+from tether.runtime.store.plane import ControlPlane
 from tether.runtime.store.postgres_worker import Cursor, PostgresWorkerPlane, insert_events
 from tether.runtime.store.rows import POSTGRES
-from tether.runtime.store.validation import check_mapping, validate
+from tether.runtime.store.validation import ValidRun
 
 __all__ = ["PostgresRunStore"]
 
@@ -100,7 +99,13 @@ async def _append(cur: Cursor, run_id: str, events: Sequence[NewEvent]) -> int:
     return last
 
 
-class PostgresRunStore(PostgresWorkerPlane):
+async def _one(cur: Cursor) -> DictRow:
+    row = await cur.fetchone()
+    assert row is not None
+    return row
+
+
+class PostgresRunStore(ControlPlane, PostgresWorkerPlane):
     """The run store on PostgreSQL. Open it with ``open_run_store("postgresql://…")``."""
 
     dialect: Literal["postgres"] = "postgres"
@@ -144,31 +149,9 @@ class PostgresRunStore(PostgresWorkerPlane):
         async with self._pool.connection() as conn:
             return await migrations.postgres_version(conn)
 
-    # -- assistants -----------------------------------------------------------------------
+    # -- control-plane hooks (see plane.ControlPlane) ------------------------------------
 
-    async def put_assistant(
-        self,
-        graph_id: str,
-        *,
-        tenant: str = "",
-        assistant_id: str | None = None,
-        name: str | None = None,
-        description: str | None = None,
-        config: Mapping[str, Any] | None = None,
-        context: Mapping[str, Any] | None = None,
-        metadata: Mapping[str, Any] | None = None,
-        if_exists: IfExists = "raise",
-    ) -> Assistant:
-        a = control.new_assistant(
-            graph_id,
-            assistant_id=assistant_id,
-            name=name,
-            description=description,
-            config=config,
-            context=context,
-            metadata=metadata,
-            if_exists=if_exists,
-        )
+    async def _put_assistant(self, a: NewAssistant, tenant: str) -> tuple[Assistant, bool]:
         async with self._tx() as cur:
             await cur.execute(
                 """INSERT INTO tether_assistants (assistant_id, tenant_id, graph_id, name,
@@ -185,41 +168,23 @@ class PostgresRunStore(PostgresWorkerPlane):
                        VALUES (%s, 1, %s, %s, %s, %s::jsonb, %s::jsonb, %s::jsonb)""",
                     (a.assistant_id, a.graph_id, a.name, a.description, *a.json),
                 )
-                return POSTGRES.assistant(row)
+                return POSTGRES.assistant(row), True
             await cur.execute(
                 "SELECT * FROM tether_assistants WHERE assistant_id = %s", (a.assistant_id,)
             )
-            existing = await cur.fetchone()
-        assert existing is not None
-        return control.existing_assistant(POSTGRES.assistant(existing), tenant, if_exists)
+            return POSTGRES.assistant(await _one(cur)), False
 
-    async def get_assistant(self, assistant_id: str, *, tenant: str = "") -> Assistant:
-        async with self._pool.connection() as conn:
-            cur = await conn.execute(
-                """SELECT * FROM tether_assistants
-                    WHERE (assistant_id = %s AND tenant_id IN (%s, ''))
-                       OR (assistant_id = %s AND tenant_id = '')
-                    ORDER BY assistant_id = %s DESC LIMIT 1""",
-                (assistant_id, tenant, system_assistant_id(assistant_id), assistant_id),
-            )
-            row = await cur.fetchone()
-        if row is None:
-            raise AssistantNotFoundError(control.no_assistant(assistant_id))
-        return POSTGRES.assistant(row)
+    async def _find_assistant(self, assistant_id: str, tenant: str) -> Assistant | None:
+        row = await self._read_one(
+            """SELECT * FROM tether_assistants
+                WHERE (assistant_id = %s AND tenant_id IN (%s, ''))
+                   OR (assistant_id = %s AND tenant_id = '')
+                ORDER BY assistant_id = %s DESC LIMIT 1""",
+            (assistant_id, tenant, system_assistant_id(assistant_id), assistant_id),
+        )
+        return None if row is None else POSTGRES.assistant(row)
 
-    # -- threads --------------------------------------------------------------------------
-
-    async def create_thread(
-        self,
-        *,
-        tenant: str = "",
-        thread_id: str | None = None,
-        metadata: Mapping[str, Any] | None = None,
-        if_exists: IfExists = "raise",
-    ) -> Thread:
-        thread_id = new_id() if thread_id is None else check_id(thread_id, "thread_id")
-        control.check_if_exists(if_exists)
-        meta = dumps(dict(check_mapping(metadata, "metadata")))
+    async def _put_thread(self, thread_id: str, tenant: str, meta: str) -> tuple[Thread, bool]:
         async with self._tx() as cur:
             await cur.execute(
                 """INSERT INTO tether_threads (thread_id, tenant_id, metadata)
@@ -227,72 +192,52 @@ class PostgresRunStore(PostgresWorkerPlane):
                 (thread_id, tenant, meta),
             )
             row = await cur.fetchone()
-            if row is None:
-                await cur.execute("SELECT * FROM tether_threads WHERE thread_id = %s", (thread_id,))
-                row = await cur.fetchone()
-                assert row is not None
-                control.existing_thread(row["tenant_id"], thread_id, tenant, if_exists)
-        return POSTGRES.thread(row)
+            if row is not None:
+                return POSTGRES.thread(row), True
+            await cur.execute("SELECT * FROM tether_threads WHERE thread_id = %s", (thread_id,))
+            return POSTGRES.thread(await _one(cur)), False
 
-    async def get_thread(self, thread_id: str, *, tenant: str = "") -> Thread:
-        async with self._pool.connection() as conn:
-            cur = await conn.execute(
-                "SELECT * FROM tether_threads WHERE thread_id = %s AND tenant_id = %s",
-                (thread_id, tenant),
-            )
-            row = await cur.fetchone()
-        if row is None:
-            raise ThreadNotFoundError(control.no_thread(thread_id))
-        return POSTGRES.thread(row)
+    async def _find_thread(self, thread_id: str, tenant: str) -> Thread | None:
+        row = await self._read_one(
+            "SELECT * FROM tether_threads WHERE thread_id = %s AND tenant_id = %s",
+            (thread_id, tenant),
+        )
+        return None if row is None else POSTGRES.thread(row)
 
-    async def list_threads(
+    async def _list_threads(
         self,
-        *,
-        tenant: str = "",
-        status: ThreadStatus | None = None,
-        metadata: Mapping[str, Any] | None = None,
-        limit: int = 10,
-        offset: int = 0,
+        tenant: str,
+        status: ThreadStatus | None,
+        metadata: Mapping[str, Any],
+        limit: int,
+        offset: int,
     ) -> builtins.list[Thread]:
-        control.check_page(limit, offset)
-        sql = "SELECT * FROM tether_threads WHERE tenant_id = %s"
-        params: list[Any] = [tenant]
-        if status is not None:
-            sql += " AND status = %s"
-            params.append(status)
+        clause, params = control.where([("tenant_id", tenant), ("status", status)], "%s")
+        sql = f"SELECT * FROM tether_threads WHERE {clause}"
         if metadata:
             sql += " AND metadata @> %s::jsonb"
-            params.append(dumps(dict(check_mapping(metadata, "metadata"))))
+            params.append(dumps(dict(metadata)))
         sql += " ORDER BY updated_at DESC, thread_id LIMIT %s OFFSET %s"
-        async with self._pool.connection() as conn:
-            cur = await conn.execute(sql, [*params, limit, offset])
-            return [POSTGRES.thread(r) for r in await cur.fetchall()]
+        return [POSTGRES.thread(r) for r in await self._read(sql, [*params, limit, offset])]
 
-    async def delete_thread(self, thread_id: str, *, tenant: str = "") -> None:
+    async def _delete_thread(self, thread_id: str, tenant: str) -> bool:
         async with self._tx() as cur:
             await cur.execute(
                 "DELETE FROM tether_threads WHERE thread_id = %s AND tenant_id = %s RETURNING 1",
                 (thread_id, tenant),
             )
-            if await cur.fetchone() is None:
-                raise ThreadNotFoundError(control.no_thread(thread_id))
+            return await cur.fetchone() is not None
 
-    # -- runs -----------------------------------------------------------------------------
-
-    async def create_run(self, request: NewRun, *, tenant: str = "") -> Created:
-        v = validate(request, now=datetime.now(UTC))
-        assistant = await self.get_assistant(v.assistant_id, tenant=tenant)
+    async def _create_run(self, v: ValidRun, assistant: Assistant, tenant: str) -> Created:
         thread_id = v.thread_id or new_id()
         async with self._tx() as cur:
             if v.create_thread:
-                meta = dumps(
-                    {"graph_id": assistant.graph_id, "assistant_id": assistant.assistant_id}
-                )
+                meta = {"graph_id": assistant.graph_id, "assistant_id": assistant.assistant_id}
                 await cur.execute(
                     """INSERT INTO tether_threads (thread_id, tenant_id, metadata, temporary,
                            status) VALUES (%s, %s, %s::jsonb, %s, 'busy')
                        ON CONFLICT (thread_id) DO NOTHING""",
-                    (thread_id, tenant, meta, v.temporary),
+                    (thread_id, tenant, dumps(meta), v.temporary),
                 )
             await cur.execute(
                 "SELECT tenant_id FROM tether_threads WHERE thread_id = %s FOR UPDATE",
@@ -312,42 +257,22 @@ class PostgresRunStore(PostgresWorkerPlane):
                 raise ThreadBusyError(BUSY_MESSAGE)
             continued = await self._continue_interrupted(cur, thread_id, v.run_id)
             try:
-                await cur.execute(
-                    _INSERT_RUN,
-                    {
-                        "run": v.run_id,
-                        "tenant": tenant,
-                        "thread": thread_id,
-                        "assistant": assistant.assistant_id,
-                        "graph": assistant.graph_id,
-                        "strategy": v.strategy,
-                        "kwargs": v.kwargs_json,
-                        "input": v.input_json,
-                        "input_kind": v.input_kind,
-                        "metadata": v.metadata_json,
-                        "max_attempts": v.max_attempts,
-                        "after": v.after_seconds,
-                        "deadline": v.deadline_at,
-                        "step_timeout": v.step_timeout,
-                    },
-                )
+                await cur.execute(_INSERT_RUN, control.run_params(v, assistant, tenant, thread_id))
             except psycopg.errors.UniqueViolation as exc:
                 raise AlreadyExistsError(f"run {v.run_id} already exists") from exc
             await _append(cur, v.run_id, [control.created_event(assistant, v)])
-            superseded = []
-            for run_id, action in decision.cancel:
-                reason = superseded_reason(v.run_id, v.strategy)
-                superseded.append(await self._cancel_in(cur, run_id, action, reason))
+            reason = superseded_reason(v.run_id, v.strategy)
+            superseded = [
+                await self._cancel_in(cur, run_id, action, reason)
+                for run_id, action in decision.cancel
+            ]
             await cur.execute(
                 "UPDATE tether_threads SET status = 'busy', updated_at = now() "
                 "WHERE thread_id = %s",
                 (thread_id,),
             )
-            await cur.execute("SELECT * FROM tether_runs WHERE run_id = %s", (v.run_id,))
-            row = await cur.fetchone()
-            assert row is not None
             await cur.execute("SELECT pg_notify('tether_runs', %s)", (assistant.graph_id,))
-        return Created(POSTGRES.run(row), tuple(superseded), continued)
+            return Created(await self._locked_run(cur, v.run_id), tuple(superseded), continued)
 
     async def _continue_interrupted(self, cur: Cursor, thread_id: str, new: str) -> Run | None:
         await cur.execute(
@@ -357,18 +282,15 @@ class PostgresRunStore(PostgresWorkerPlane):
                 WHERE thread_id = %s AND status = 'interrupted' RETURNING run_id""",
             (control.continued_reason(new), thread_id),
         )
-        rows = await cur.fetchall()
         last: Run | None = None
-        for row in rows:
+        for row in await cur.fetchall():
             await _append(cur, row["run_id"], [control.continued_event(new)])
             last = await self._locked_run(cur, row["run_id"])
         return last
 
     async def _locked_run(self, cur: Cursor, run_id: str) -> Run:
         await cur.execute("SELECT * FROM tether_runs WHERE run_id = %s FOR UPDATE", (run_id,))
-        row = await cur.fetchone()
-        assert row is not None
-        return POSTGRES.run(row)
+        return POSTGRES.run(await _one(cur))
 
     async def _cancel_in(
         self, cur: Cursor, run_id: str, action: CancelAction, reason: str | None
@@ -378,8 +300,7 @@ class PostgresRunStore(PostgresWorkerPlane):
         control.check_cancellable(run)
         params = {"run": run_id, "action": action, "reason": reason}
         await cur.execute(_CANCEL_RUNNING if run.status == "running" else _CANCEL_ENDED, params)
-        row = await cur.fetchone()
-        assert row is not None
+        row = await _one(cur)
         event = control.cancel_event(run.status, action, reason)
         await insert_events(cur, run_id, int(row["last_seq"]) - 1, [event])
         if run.status == "running":
@@ -389,7 +310,7 @@ class PostgresRunStore(PostgresWorkerPlane):
         await cur.execute("SELECT pg_notify('tether_events', %s)", (run_id,))
         return POSTGRES.run(row)
 
-    async def _thread_of(self, cur: Cursor, run_id: str, tenant: str) -> str:
+    async def _lock_thread_of(self, cur: Cursor, run_id: str, tenant: str) -> str:
         """Lock the run's thread row (thread first, then run) and return its id."""
         await cur.execute(
             "SELECT thread_id FROM tether_runs WHERE run_id = %s AND tenant_id = %s",
@@ -403,69 +324,43 @@ class PostgresRunStore(PostgresWorkerPlane):
         )
         return str(row["thread_id"])
 
-    async def get_run(self, run_id: str, *, tenant: str = "") -> Run:
-        async with self._pool.connection() as conn:
-            cur = await conn.execute(
-                "SELECT * FROM tether_runs WHERE run_id = %s AND tenant_id = %s", (run_id, tenant)
-            )
-            row = await cur.fetchone()
-        if row is None:
-            raise RunNotFoundError(control.no_run(run_id))
-        return POSTGRES.run(row)
+    async def _find_run(self, run_id: str, tenant: str) -> Run | None:
+        row = await self._read_one(
+            "SELECT * FROM tether_runs WHERE run_id = %s AND tenant_id = %s", (run_id, tenant)
+        )
+        return None if row is None else POSTGRES.run(row)
 
-    async def list_runs(
+    async def _list_runs(
         self,
-        *,
-        tenant: str = "",
-        thread_id: str | None = None,
-        status: RunStatus | None = None,
-        limit: int = 100,
-        offset: int = 0,
+        tenant: str,
+        thread_id: str | None,
+        status: RunStatus | None,
+        limit: int,
+        offset: int,
     ) -> builtins.list[Run]:
-        control.check_page(limit, offset)
-        sql = "SELECT * FROM tether_runs WHERE tenant_id = %s"
-        params: list[Any] = [tenant]
-        if thread_id is not None:
-            sql += " AND thread_id = %s"
-            params.append(thread_id)
-        if status is not None:
-            sql += " AND status = %s"
-            params.append(status)
-        sql += " ORDER BY created_at DESC, seq DESC LIMIT %s OFFSET %s"
-        async with self._pool.connection() as conn:
-            cur = await conn.execute(sql, [*params, limit, offset])
-            return [POSTGRES.run(r) for r in await cur.fetchall()]
+        filters = [("tenant_id", tenant), ("thread_id", thread_id), ("status", status)]
+        clause, params = control.where(filters, "%s")
+        sql = f"SELECT * FROM tether_runs WHERE {clause} ORDER BY created_at DESC, seq DESC"
+        rows = await self._read(sql + " LIMIT %s OFFSET %s", [*params, limit, offset])
+        return [POSTGRES.run(r) for r in rows]
 
-    async def cancel_run(
-        self,
-        run_id: str,
-        *,
-        tenant: str = "",
-        action: CancelAction = "interrupt",
-        reason: str | None = None,
+    async def _cancel_run(
+        self, run_id: str, tenant: str, action: CancelAction, reason: str | None
     ) -> Run:
-        control.check_action(action)
         async with self._tx() as cur:
-            await self._thread_of(cur, run_id, tenant)
+            await self._lock_thread_of(cur, run_id, tenant)
             return await self._cancel_in(cur, run_id, action, reason)
 
-    async def resume_run(
-        self,
-        run_id: str,
-        command: Mapping[str, Any],
-        *,
-        tenant: str = "",
-        events: Sequence[NewEvent] = (),
+    async def _resume_run(
+        self, run_id: str, tenant: str, payload: str, events: Sequence[NewEvent]
     ) -> Run:
-        payload = control.resume_input(command)
         async with self._tx() as cur:
-            thread_id = await self._thread_of(cur, run_id, tenant)
+            thread_id = await self._lock_thread_of(cur, run_id, tenant)
             await cur.execute(_RESUME, {"run": run_id, "input": payload})
             row = await cur.fetchone()
             if row is None:
-                raise RunNotActiveError(
-                    control.not_interrupted(await self._locked_run(cur, run_id))
-                )
+                current = await self._locked_run(cur, run_id)
+                raise RunNotActiveError(control.not_interrupted(current))
             await _append(cur, run_id, [*events, control.resumed_event(int(row["resumes"]))])
             await cur.execute(
                 "UPDATE tether_threads SET status = 'busy', updated_at = now() "
@@ -478,7 +373,7 @@ class PostgresRunStore(PostgresWorkerPlane):
             )
             return await self._locked_run(cur, run_id)
 
-    async def add_events(self, run_id: str, events: Sequence[NewEvent], *, tenant: str = "") -> int:
+    async def _add_events(self, run_id: str, tenant: str, events: Sequence[NewEvent]) -> int:
         async with self._tx() as cur:
             await cur.execute(
                 "SELECT 1 FROM tether_runs WHERE run_id = %s AND tenant_id = %s FOR UPDATE",
@@ -490,30 +385,28 @@ class PostgresRunStore(PostgresWorkerPlane):
             await cur.execute("SELECT pg_notify('tether_events', %s)", (run_id,))
             return last
 
-    async def events(
-        self,
-        run_id: str,
-        *,
-        tenant: str = "",
-        after: int = 0,
-        limit: int = 1000,
-        kinds: Sequence[str] | None = None,
-    ) -> builtins.list[RunEvent]:
-        control.check_page(limit, after, offset_name="after")
+    async def _events(
+        self, run_id: str, tenant: str, after: int, limit: int, kinds: Sequence[str] | None
+    ) -> builtins.list[RunEvent] | None:
         sql = """SELECT e.* FROM tether_run_events e JOIN tether_runs r ON r.run_id = e.run_id
                   WHERE e.run_id = %s AND r.tenant_id = %s AND e.seq > %s"""
         params: list[Any] = [run_id, tenant, after]
         if kinds is not None:
             sql += " AND e.kind = ANY(%s)"
             params.append(list(kinds))
-        async with self._pool.connection() as conn:
-            cur = await conn.execute(sql + " ORDER BY e.seq LIMIT %s", [*params, limit])
-            rows = await cur.fetchall()
-            if not rows:
-                cur = await conn.execute(
-                    "SELECT 1 FROM tether_runs WHERE run_id = %s AND tenant_id = %s",
-                    (run_id, tenant),
-                )
-                if await cur.fetchone() is None:
-                    raise RunNotFoundError(control.no_run(run_id))
+        rows = await self._read(sql + " ORDER BY e.seq LIMIT %s", [*params, limit])
+        if not rows and await self._find_run(run_id, tenant) is None:
+            return None
         return [POSTGRES.event(r) for r in rows]
+
+    # -- reads ------------------------------------------------------------------------------
+
+    async def _read(self, sql: str, params: Sequence[Any]) -> builtins.list[DictRow]:
+        async with self._conn() as conn:
+            cur = await conn.execute(sql, params)
+            rows: builtins.list[DictRow] = await cur.fetchall()
+            return rows
+
+    async def _read_one(self, sql: str, params: Sequence[Any]) -> DictRow | None:
+        rows = await self._read(sql, params)
+        return rows[0] if rows else None

@@ -11,18 +11,24 @@ never wait.
 from __future__ import annotations
 
 import builtins
-from collections.abc import AsyncIterator, Mapping, Sequence
+from collections.abc import AsyncIterator, Sequence
 from contextlib import asynccontextmanager
 from typing import Any
 
-from psycopg import AsyncCursor
+import psycopg
+from psycopg import AsyncConnection, AsyncCursor
 from psycopg.rows import DictRow
 from psycopg_pool import AsyncConnectionPool
 
-from tether.runtime.errors import FenceLostError
+from tether.runtime.errors import FenceLostError, RuntimeSchemaError
 from tether.runtime.models import Run
-from tether.runtime.store.base import KEEP, Claim, Held, Hold, NewEvent, Outcome, WorkerInfo
-from tether.runtime.store.control import attempts_exceeded, finished_data
+from tether.runtime.store.base import Claim, Held, Hold, NewEvent, Outcome, WorkerInfo
+from tether.runtime.store.control import (
+    MISSING_SCHEMA,
+    attempts_exceeded,
+    finish_params,
+    finished_data,
+)
 from tether.runtime.store.encoding import dumps
 from tether.runtime.store.rows import POSTGRES
 
@@ -163,8 +169,17 @@ class PostgresWorkerPlane:
     @asynccontextmanager
     async def _tx(self) -> AsyncIterator[Cursor]:
         """A cursor inside one transaction: committed on exit, rolled back on error."""
-        async with self._pool.connection() as conn, conn.transaction(), conn.cursor() as cur:
+        async with self._conn() as conn, conn.transaction(), conn.cursor() as cur:
             yield cur
+
+    @asynccontextmanager
+    async def _conn(self) -> AsyncIterator[AsyncConnection[DictRow]]:
+        """A pooled connection; a missing table means ``setup()`` never ran."""
+        try:
+            async with self._pool.connection() as conn:
+                yield conn
+        except psycopg.errors.UndefinedTable as exc:
+            raise RuntimeSchemaError(MISSING_SCHEMA) from exc
 
     async def register_worker(self, worker: WorkerInfo) -> None:
         async with self._tx() as cur:
@@ -260,21 +275,7 @@ class PostgresWorkerPlane:
             return await self._finish_in(cur, hold, outcome)
 
     async def _finish_in(self, cur: Cursor, hold: Hold, outcome: Outcome) -> Run:
-        keep = outcome.values is KEEP
-        params: dict[str, Any] = {
-            "thread": hold.thread_id,
-            "run": hold.run_id,
-            "fence": hold.fence,
-            "thread_status": outcome.thread_status,
-            "keep": keep,
-            "values": None if keep else dumps(outcome.values),
-            "interrupts": None if outcome.interrupts is None else dumps(outcome.interrupts),
-            "thread_error": _json_or_none(outcome.thread_error),
-            "status": outcome.status,
-            "waiting_on": dumps([w.as_dict() for w in outcome.waiting_on]),
-            "error": _json_or_none(outcome.error),
-            "reason": outcome.reason,
-        }
+        params = finish_params(hold, outcome)
         await cur.execute(_FINISH_THREAD, params)
         await cur.execute(_FINISH_RUN, params)
         row = await self._fenced_row(cur, hold)
@@ -307,7 +308,7 @@ class PostgresWorkerPlane:
         return base + len(events)
 
     async def verify(self, run_id: str, fence: int) -> bool:
-        async with self._pool.connection() as conn:
+        async with self._conn() as conn:
             cur = await conn.execute(
                 "SELECT 1 FROM tether_runs WHERE run_id = %s AND fence = %s AND status = 'running'",
                 (run_id, fence),
@@ -322,7 +323,3 @@ class PostgresWorkerPlane:
         if row is None:
             raise FenceLostError(hold.run_id, hold.fence)
         return row
-
-
-def _json_or_none(value: Mapping[str, Any] | None) -> str | None:
-    return None if value is None else dumps(dict(value))

@@ -14,23 +14,20 @@ import builtins
 import sqlite3
 from collections.abc import Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
-from datetime import UTC, datetime
 from typing import Any, Literal
 
 from tether.runtime import migrations
 from tether.runtime.errors import (
     AlreadyExistsError,
-    AssistantNotFoundError,
     RunNotActiveError,
     RunNotFoundError,
     ThreadBusyError,
     ThreadNotFoundError,
 )
-from tether.runtime.ids import check_id, new_id, system_assistant_id
+from tether.runtime.ids import new_id, system_assistant_id
 from tether.runtime.models import (
     Assistant,
     CancelAction,
-    IfExists,
     Run,
     RunEvent,
     RunStatus,
@@ -39,11 +36,13 @@ from tether.runtime.models import (
 )
 from tether.runtime.multitask import BUSY_MESSAGE, InflightRun, plan, superseded_reason
 from tether.runtime.store import control
-from tether.runtime.store.base import Created, NewEvent, NewRun
+from tether.runtime.store.base import Created, NewEvent
+from tether.runtime.store.control import NewAssistant
 from tether.runtime.store.encoding import dumps
+from tether.runtime.store.plane import ControlPlane
 from tether.runtime.store.rows import SQLITE
 from tether.runtime.store.sqlite_worker import SqliteWorkerPlane, insert_events
-from tether.runtime.store.validation import ValidRun, check_mapping, validate
+from tether.runtime.store.validation import ValidRun
 
 __all__ = ["BUSY_TIMEOUT_MS", "SqliteRunStore", "connect"]
 
@@ -163,15 +162,8 @@ def _create_run(db: DB, now: float, v: ValidRun, assistant: Assistant, tenant: s
     if decision.reject:
         raise ThreadBusyError(BUSY_MESSAGE)
     continued = _continue_interrupted(db, now, thread_id, v.run_id)
-    params = {
-        "run": v.run_id, "tenant": tenant, "thread": thread_id, "now": now,
-        "assistant": assistant.assistant_id, "graph": assistant.graph_id,
-        "strategy": v.strategy, "kwargs": v.kwargs_json, "input": v.input_json,
-        "input_kind": v.input_kind, "metadata": v.metadata_json,
-        "max_attempts": v.max_attempts, "after": v.after_seconds,
-        "deadline": None if v.deadline_at is None else v.deadline_at.timestamp(),
-        "step_timeout": v.step_timeout,
-    }  # fmt: skip
+    params = control.run_params(v, assistant, tenant, thread_id)
+    params.update(now=now, deadline=v.deadline_at and v.deadline_at.timestamp())
     try:
         db.execute(_INSERT_RUN, params)
     except sqlite3.IntegrityError as exc:
@@ -209,7 +201,7 @@ def _resume(
     return _run(db, run_id)
 
 
-class SqliteRunStore(SqliteWorkerPlane):
+class SqliteRunStore(ControlPlane, SqliteWorkerPlane):
     """The run store on SQLite. Open it with ``open_run_store("sqlite:///path")``."""
 
     dialect: Literal["sqlite"] = "sqlite"
@@ -238,33 +230,10 @@ class SqliteRunStore(SqliteWorkerPlane):
     async def schema_version(self) -> int:
         return await self._run(migrations.sqlite_version)
 
-    # -- assistants -----------------------------------------------------------------------
+    # -- control-plane hooks (see plane.ControlPlane) ------------------------------------
 
-    async def put_assistant(
-        self,
-        graph_id: str,
-        *,
-        tenant: str = "",
-        assistant_id: str | None = None,
-        name: str | None = None,
-        description: str | None = None,
-        config: Mapping[str, Any] | None = None,
-        context: Mapping[str, Any] | None = None,
-        metadata: Mapping[str, Any] | None = None,
-        if_exists: IfExists = "raise",
-    ) -> Assistant:
-        a = control.new_assistant(
-            graph_id,
-            assistant_id=assistant_id,
-            name=name,
-            description=description,
-            config=config,
-            context=context,
-            metadata=metadata,
-            if_exists=if_exists,
-        )
-
-        def put(db: DB, now: float) -> tuple[bool, sqlite3.Row]:
+    async def _put_assistant(self, a: NewAssistant, tenant: str) -> tuple[Assistant, bool]:
+        def put(db: DB, now: float) -> tuple[Assistant, bool]:
             values = (a.assistant_id, a.graph_id, a.name, a.description, *a.json)
             inserted = db.execute(
                 """INSERT INTO tether_assistants (assistant_id, graph_id, name, description,
@@ -283,93 +252,59 @@ class SqliteRunStore(SqliteWorkerPlane):
             row = db.execute(
                 "SELECT * FROM tether_assistants WHERE assistant_id = ?", (a.assistant_id,)
             ).fetchone()
-            return bool(inserted), row
+            return SQLITE.assistant(row), bool(inserted)
 
-        inserted, row = await self._write(put)
-        if inserted:
-            return SQLITE.assistant(row)
-        return control.existing_assistant(SQLITE.assistant(row), tenant, if_exists)
+        return await self._write(put)
 
-    async def get_assistant(self, assistant_id: str, *, tenant: str = "") -> Assistant:
-        def get(db: DB) -> sqlite3.Row | None:
-            row: sqlite3.Row | None = db.execute(
-                """SELECT * FROM tether_assistants
-                    WHERE (assistant_id = ? AND tenant_id IN (?, ''))
-                       OR (assistant_id = ? AND tenant_id = '')
-                    ORDER BY assistant_id = ? DESC LIMIT 1""",
-                (assistant_id, tenant, system_assistant_id(assistant_id), assistant_id),
-            ).fetchone()
-            return row
+    async def _find_assistant(self, assistant_id: str, tenant: str) -> Assistant | None:
+        row = await self._read_one(
+            """SELECT * FROM tether_assistants
+                WHERE (assistant_id = ? AND tenant_id IN (?, ''))
+                   OR (assistant_id = ? AND tenant_id = '')
+                ORDER BY assistant_id = ? DESC LIMIT 1""",
+            (assistant_id, tenant, system_assistant_id(assistant_id), assistant_id),
+        )
+        return None if row is None else SQLITE.assistant(row)
 
-        row = await self._run(get)
-        if row is None:
-            raise AssistantNotFoundError(control.no_assistant(assistant_id))
-        return SQLITE.assistant(row)
-
-    # -- threads --------------------------------------------------------------------------
-
-    async def create_thread(
-        self,
-        *,
-        tenant: str = "",
-        thread_id: str | None = None,
-        metadata: Mapping[str, Any] | None = None,
-        if_exists: IfExists = "raise",
-    ) -> Thread:
-        tid = new_id() if thread_id is None else check_id(thread_id, "thread_id")
-        control.check_if_exists(if_exists)
-        meta = dumps(dict(check_mapping(metadata, "metadata")))
-
-        def create(db: DB, now: float) -> sqlite3.Row:
+    async def _put_thread(self, thread_id: str, tenant: str, meta: str) -> tuple[Thread, bool]:
+        def put(db: DB, now: float) -> tuple[Thread, bool]:
             inserted = db.execute(
                 """INSERT INTO tether_threads (thread_id, tenant_id, metadata, created_at,
                        updated_at, state_updated_at) VALUES (?, ?, ?, ?, ?, ?)
                    ON CONFLICT (thread_id) DO NOTHING""",
-                (tid, tenant, meta, now, now, now),
+                (thread_id, tenant, meta, now, now, now),
             ).rowcount
-            row: sqlite3.Row = db.execute(
-                "SELECT * FROM tether_threads WHERE thread_id = ?", (tid,)
+            row = db.execute(
+                "SELECT * FROM tether_threads WHERE thread_id = ?", (thread_id,)
             ).fetchone()
-            if not inserted:
-                control.existing_thread(row["tenant_id"], tid, tenant, if_exists)
-            return row
+            return SQLITE.thread(row), bool(inserted)
 
-        return SQLITE.thread(await self._write(create))
+        return await self._write(put)
 
-    async def get_thread(self, thread_id: str, *, tenant: str = "") -> Thread:
-        row = await self._run(
-            lambda db: db.execute(
-                "SELECT * FROM tether_threads WHERE thread_id = ? AND tenant_id = ?",
-                (thread_id, tenant),
-            ).fetchone()
+    async def _find_thread(self, thread_id: str, tenant: str) -> Thread | None:
+        row = await self._read_one(
+            "SELECT * FROM tether_threads WHERE thread_id = ? AND tenant_id = ?",
+            (thread_id, tenant),
         )
-        if row is None:
-            raise ThreadNotFoundError(control.no_thread(thread_id))
-        return SQLITE.thread(row)
+        return None if row is None else SQLITE.thread(row)
 
-    async def list_threads(
+    async def _list_threads(
         self,
-        *,
-        tenant: str = "",
-        status: ThreadStatus | None = None,
-        metadata: Mapping[str, Any] | None = None,
-        limit: int = 10,
-        offset: int = 0,
+        tenant: str,
+        status: ThreadStatus | None,
+        metadata: Mapping[str, Any],
+        limit: int,
+        offset: int,
     ) -> builtins.list[Thread]:
-        control.check_page(limit, offset)
-        sql = "SELECT * FROM tether_threads WHERE tenant_id = ?"
-        params: list[Any] = [tenant]
-        if status is not None:
-            sql += " AND status = ?"
-            params.append(status)
-        for key, value in check_mapping(metadata, "metadata").items():
+        clause, params = control.where([("tenant_id", tenant), ("status", status)], "?")
+        sql = f"SELECT * FROM tether_threads WHERE {clause}"
+        for key, value in metadata.items():  # top-level keys, equal as JSON
             sql += " AND json_extract(metadata, ?) IS json_extract(?, '$')"
             params += ['$."' + key.replace('"', '""') + '"', dumps(value)]
         sql += " ORDER BY updated_at DESC, thread_id LIMIT ? OFFSET ?"
-        rows = await self._run(lambda db: db.execute(sql, [*params, limit, offset]).fetchall())
-        return [SQLITE.thread(r) for r in rows]
+        return [SQLITE.thread(r) for r in await self._read(sql, [*params, limit, offset])]
 
-    async def delete_thread(self, thread_id: str, *, tenant: str = "") -> None:
+    async def _delete_thread(self, thread_id: str, tenant: str) -> bool:
         deleted = await self._write(
             lambda db, _: (
                 db.execute(
@@ -378,99 +313,73 @@ class SqliteRunStore(SqliteWorkerPlane):
                 ).rowcount
             )
         )
-        if not deleted:
-            raise ThreadNotFoundError(control.no_thread(thread_id))
+        return bool(deleted)
 
-    # -- runs -----------------------------------------------------------------------------
-
-    async def create_run(self, request: NewRun, *, tenant: str = "") -> Created:
-        v = validate(request, now=datetime.now(UTC))
-        assistant = await self.get_assistant(v.assistant_id, tenant=tenant)
+    async def _create_run(self, v: ValidRun, assistant: Assistant, tenant: str) -> Created:
         return await self._write(lambda db, now: _create_run(db, now, v, assistant, tenant))
 
-    async def get_run(self, run_id: str, *, tenant: str = "") -> Run:
-        return await self._run(lambda db: _tenant_run(db, run_id, tenant))
+    async def _find_run(self, run_id: str, tenant: str) -> Run | None:
+        row = await self._read_one(
+            "SELECT * FROM tether_runs WHERE run_id = ? AND tenant_id = ?", (run_id, tenant)
+        )
+        return None if row is None else SQLITE.run(row)
 
-    async def list_runs(
+    async def _list_runs(
         self,
-        *,
-        tenant: str = "",
-        thread_id: str | None = None,
-        status: RunStatus | None = None,
-        limit: int = 100,
-        offset: int = 0,
+        tenant: str,
+        thread_id: str | None,
+        status: RunStatus | None,
+        limit: int,
+        offset: int,
     ) -> builtins.list[Run]:
-        control.check_page(limit, offset)
-        sql = "SELECT * FROM tether_runs WHERE tenant_id = ?"
-        params: list[Any] = [tenant]
-        if thread_id is not None:
-            sql += " AND thread_id = ?"
-            params.append(thread_id)
-        if status is not None:
-            sql += " AND status = ?"
-            params.append(status)
-        sql += " ORDER BY created_at DESC, seq DESC LIMIT ? OFFSET ?"
-        rows = await self._run(lambda db: db.execute(sql, [*params, limit, offset]).fetchall())
+        filters = [("tenant_id", tenant), ("thread_id", thread_id), ("status", status)]
+        clause, params = control.where(filters, "?")
+        sql = f"SELECT * FROM tether_runs WHERE {clause} ORDER BY created_at DESC, seq DESC"
+        rows = await self._read(sql + " LIMIT ? OFFSET ?", [*params, limit, offset])
         return [SQLITE.run(r) for r in rows]
 
-    async def cancel_run(
-        self,
-        run_id: str,
-        *,
-        tenant: str = "",
-        action: CancelAction = "interrupt",
-        reason: str | None = None,
+    async def _cancel_run(
+        self, run_id: str, tenant: str, action: CancelAction, reason: str | None
     ) -> Run:
-        control.check_action(action)
-
         def cancel(db: DB, now: float) -> Run:
             _tenant_run(db, run_id, tenant)
             return _cancel_in(db, now, run_id, action, reason)
 
         return await self._write(cancel)
 
-    async def resume_run(
-        self,
-        run_id: str,
-        command: Mapping[str, Any],
-        *,
-        tenant: str = "",
-        events: Sequence[NewEvent] = (),
+    async def _resume_run(
+        self, run_id: str, tenant: str, payload: str, events: Sequence[NewEvent]
     ) -> Run:
-        payload = control.resume_input(command)
         return await self._write(
             lambda db, now: _resume(db, now, run_id, tenant, payload=payload, events=events)
         )
 
-    async def add_events(self, run_id: str, events: Sequence[NewEvent], *, tenant: str = "") -> int:
+    async def _add_events(self, run_id: str, tenant: str, events: Sequence[NewEvent]) -> int:
         def add(db: DB, now: float) -> int:
             _tenant_run(db, run_id, tenant)
             return _append(db, run_id, events, now)
 
         return await self._write(add)
 
-    async def events(
-        self,
-        run_id: str,
-        *,
-        tenant: str = "",
-        after: int = 0,
-        limit: int = 1000,
-        kinds: Sequence[str] | None = None,
-    ) -> builtins.list[RunEvent]:
-        control.check_page(limit, after, offset_name="after")
-        sql = "SELECT * FROM tether_run_events WHERE run_id = ? AND seq > ?"
-        params: list[Any] = [run_id, after]
+    async def _events(
+        self, run_id: str, tenant: str, after: int, limit: int, kinds: Sequence[str] | None
+    ) -> builtins.list[RunEvent] | None:
+        sql = """SELECT e.* FROM tether_run_events e JOIN tether_runs r ON r.run_id = e.run_id
+                  WHERE e.run_id = ? AND r.tenant_id = ? AND e.seq > ?"""
+        params: list[Any] = [run_id, tenant, after]
         if kinds is not None:
-            sql += " AND kind IN (SELECT value FROM json_each(?))"
+            sql += " AND e.kind IN (SELECT value FROM json_each(?))"
             params.append(dumps(list(kinds)))
+        rows = await self._read(sql + " ORDER BY e.seq LIMIT ?", [*params, limit])
+        if not rows and await self._find_run(run_id, tenant) is None:
+            return None
+        return [SQLITE.event(r) for r in rows]
 
-        def read(db: DB) -> list[sqlite3.Row]:
-            db.execute("BEGIN")
-            try:
-                _tenant_run(db, run_id, tenant)
-                return db.execute(sql + " ORDER BY seq LIMIT ?", [*params, limit]).fetchall()
-            finally:
-                db.rollback()
+    # -- reads ------------------------------------------------------------------------------
 
-        return [SQLITE.event(r) for r in await self._run(read)]
+    async def _read(self, sql: str, params: Sequence[Any]) -> builtins.list[sqlite3.Row]:
+        return await self._run(lambda db: db.execute(sql, params).fetchall())
+
+    async def _read_one(self, sql: str, params: Sequence[Any]) -> sqlite3.Row | None:
+        rows = await self._read(sql, params)
+        return rows[0] if rows else None

@@ -21,10 +21,15 @@ from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any, TypeVar
 
-from tether.runtime.errors import FenceLostError
+from tether.runtime.errors import FenceLostError, RuntimeSchemaError
 from tether.runtime.models import Run
-from tether.runtime.store.base import KEEP, Claim, Held, Hold, NewEvent, Outcome, WorkerInfo
-from tether.runtime.store.control import attempts_exceeded, finished_data
+from tether.runtime.store.base import Claim, Held, Hold, NewEvent, Outcome, WorkerInfo
+from tether.runtime.store.control import (
+    MISSING_SCHEMA,
+    attempts_exceeded,
+    finish_params,
+    finished_data,
+)
 from tether.runtime.store.encoding import dumps
 from tether.runtime.store.rows import SQLITE
 
@@ -148,22 +153,7 @@ def _claim(
 
 def finish_in(db: sqlite3.Connection, now: float, hold: Hold, outcome: Outcome) -> Run:
     """Finish a held run inside the caller's write transaction (§3.3.5)."""
-    keep = outcome.values is KEEP
-    params: dict[str, Any] = {
-        "thread": hold.thread_id,
-        "run": hold.run_id,
-        "fence": hold.fence,
-        "now": now,
-        "thread_status": outcome.thread_status,
-        "keep": keep,
-        "values": None if keep else dumps(outcome.values),
-        "interrupts": None if outcome.interrupts is None else dumps(outcome.interrupts),
-        "thread_error": None if outcome.thread_error is None else dumps(outcome.thread_error),
-        "status": outcome.status,
-        "waiting_on": dumps([w.as_dict() for w in outcome.waiting_on]),
-        "error": None if outcome.error is None else dumps(outcome.error),
-        "reason": outcome.reason,
-    }
+    params = {**finish_params(hold, outcome), "now": now}
     db.execute(_FINISH_THREAD, params)
     row = _fenced(db.execute(_FINISH_RUN, params).fetchone(), hold)
     finished = [NewEvent("run.finished", finished_data(outcome))]
@@ -181,7 +171,12 @@ class SqliteWorkerPlane:
 
     async def _run(self, fn: Callable[[sqlite3.Connection], T]) -> T:
         loop = asyncio.get_running_loop()
-        return await loop.run_in_executor(self._executor, fn, self._db)
+        try:
+            return await loop.run_in_executor(self._executor, fn, self._db)
+        except sqlite3.OperationalError as exc:
+            if str(exc).startswith("no such table: tether_"):
+                raise RuntimeSchemaError(MISSING_SCHEMA) from exc
+            raise
 
     async def _write(self, fn: Callable[[sqlite3.Connection, float], T]) -> T:
         return await self._run(lambda db: write(db, fn))

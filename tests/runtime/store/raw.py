@@ -1,0 +1,34 @@
+"""Reading a run store's database behind the store's back, to check what it wrote."""
+
+from __future__ import annotations
+
+import sqlite3
+from typing import Any
+
+import psycopg
+
+
+def rows(url: str, sql: str) -> list[tuple[Any, ...]]:
+    """Every row ``sql`` (no parameters) returns, on SQLite or PostgreSQL."""
+    if url.startswith("sqlite"):
+        db = sqlite3.connect(url.removeprefix("sqlite:///"))
+        try:
+            return [tuple(r) for r in db.execute(sql).fetchall()]
+        finally:
+            db.close()
+    with psycopg.connect(url) as conn:
+        return [tuple(r) for r in conn.execute(sql).fetchall()]
+
+
+def execute(url: str, sql: str) -> None:
+    """Run one statement (no parameters) and commit."""
+    if url.startswith("sqlite"):
+        db = sqlite3.connect(url.removeprefix("sqlite:///"))
+        try:
+            with db:
+                db.execute(sql)
+        finally:
+            db.close()
+    else:
+        with psycopg.connect(url) as conn:
+            conn.execute(sql)

@@ -1,0 +1,248 @@
+"""The control plane's public methods, written once for both backends.
+
+Each method checks its arguments (the rules of :mod:`.control` and
+:mod:`.validation`), calls one backend hook that runs the SQL, and turns "no
+such row for this tenant" into the matching ``*NotFoundError``. A backend
+implements only the ``_``-prefixed hooks, so both accept, refuse and report
+exactly the same things.
+"""
+
+from __future__ import annotations
+
+import builtins
+from abc import ABC, abstractmethod
+from collections.abc import Mapping, Sequence
+from datetime import UTC, datetime
+from typing import Any
+
+from tether.runtime.errors import AssistantNotFoundError, RunNotFoundError, ThreadNotFoundError
+from tether.runtime.ids import check_id, new_id
+from tether.runtime.models import (
+    Assistant,
+    CancelAction,
+    IfExists,
+    Run,
+    RunEvent,
+    RunStatus,
+    Thread,
+    ThreadStatus,
+)
+from tether.runtime.store import control
+from tether.runtime.store.base import Created, NewEvent, NewRun
+from tether.runtime.store.control import NewAssistant
+from tether.runtime.store.encoding import dumps
+from tether.runtime.store.validation import ValidRun, check_mapping, validate
+
+__all__ = ["ControlPlane"]
+
+
+class ControlPlane(ABC):
+    """Assistants, threads, runs and event reads (see :class:`~.base.RunStore`)."""
+
+    # -- hooks a backend implements ---------------------------------------------------------
+
+    @abstractmethod
+    async def _put_assistant(self, a: NewAssistant, tenant: str) -> tuple[Assistant, bool]:
+        """Insert unless the id exists; (the row now stored, whether it was inserted)."""
+
+    @abstractmethod
+    async def _find_assistant(self, assistant_id: str, tenant: str) -> Assistant | None:
+        """The tenant's or a shared assistant with this id, else the shared system
+        assistant of the graph with this id."""
+
+    @abstractmethod
+    async def _put_thread(self, thread_id: str, tenant: str, meta: str) -> tuple[Thread, bool]:
+        """Insert an idle thread unless the id exists; (the stored row, inserted)."""
+
+    @abstractmethod
+    async def _find_thread(self, thread_id: str, tenant: str) -> Thread | None: ...
+
+    @abstractmethod
+    async def _list_threads(
+        self,
+        tenant: str,
+        status: ThreadStatus | None,
+        metadata: Mapping[str, Any],
+        limit: int,
+        offset: int,
+    ) -> builtins.list[Thread]: ...
+
+    @abstractmethod
+    async def _delete_thread(self, thread_id: str, tenant: str) -> bool: ...
+
+    @abstractmethod
+    async def _create_run(self, v: ValidRun, assistant: Assistant, tenant: str) -> Created:
+        """§3.3.7 in one transaction; raises ThreadNotFoundError / ThreadBusyError."""
+
+    @abstractmethod
+    async def _find_run(self, run_id: str, tenant: str) -> Run | None: ...
+
+    @abstractmethod
+    async def _list_runs(
+        self,
+        tenant: str,
+        thread_id: str | None,
+        status: RunStatus | None,
+        limit: int,
+        offset: int,
+    ) -> builtins.list[Run]: ...
+
+    @abstractmethod
+    async def _cancel_run(
+        self, run_id: str, tenant: str, action: CancelAction, reason: str | None
+    ) -> Run:
+        """§3.7 in one transaction; raises RunNotFoundError / RunNotActiveError."""
+
+    @abstractmethod
+    async def _resume_run(
+        self, run_id: str, tenant: str, payload: str, events: Sequence[NewEvent]
+    ) -> Run:
+        """§3.6 in one transaction; raises RunNotFoundError / RunNotActiveError."""
+
+    @abstractmethod
+    async def _add_events(self, run_id: str, tenant: str, events: Sequence[NewEvent]) -> int:
+        """Control-plane events; raises RunNotFoundError."""
+
+    @abstractmethod
+    async def _events(
+        self, run_id: str, tenant: str, after: int, limit: int, kinds: Sequence[str] | None
+    ) -> builtins.list[RunEvent] | None:
+        """The page of events, or ``None`` when the tenant has no such run."""
+
+    # -- assistants -----------------------------------------------------------------------
+
+    async def put_assistant(
+        self,
+        graph_id: str,
+        *,
+        tenant: str = "",
+        assistant_id: str | None = None,
+        name: str | None = None,
+        description: str | None = None,
+        config: Mapping[str, Any] | None = None,
+        context: Mapping[str, Any] | None = None,
+        metadata: Mapping[str, Any] | None = None,
+        if_exists: IfExists = "raise",
+    ) -> Assistant:
+        new = control.new_assistant(
+            graph_id,
+            assistant_id=assistant_id,
+            name=name,
+            description=description,
+            config=config,
+            context=context,
+            metadata=metadata,
+            if_exists=if_exists,
+        )
+        stored, inserted = await self._put_assistant(new, tenant)
+        return stored if inserted else control.existing_assistant(stored, tenant, if_exists)
+
+    async def get_assistant(self, assistant_id: str, *, tenant: str = "") -> Assistant:
+        found = await self._find_assistant(assistant_id, tenant)
+        if found is None:
+            raise AssistantNotFoundError(control.no_assistant(assistant_id))
+        return found
+
+    # -- threads --------------------------------------------------------------------------
+
+    async def create_thread(
+        self,
+        *,
+        tenant: str = "",
+        thread_id: str | None = None,
+        metadata: Mapping[str, Any] | None = None,
+        if_exists: IfExists = "raise",
+    ) -> Thread:
+        thread_id = new_id() if thread_id is None else check_id(thread_id, "thread_id")
+        control.check_if_exists(if_exists)
+        meta = dumps(dict(check_mapping(metadata, "metadata")))
+        stored, inserted = await self._put_thread(thread_id, tenant, meta)
+        if not inserted:
+            control.existing_thread(stored.tenant_id, thread_id, tenant, if_exists)
+        return stored
+
+    async def get_thread(self, thread_id: str, *, tenant: str = "") -> Thread:
+        found = await self._find_thread(thread_id, tenant)
+        if found is None:
+            raise ThreadNotFoundError(control.no_thread(thread_id))
+        return found
+
+    async def list_threads(
+        self,
+        *,
+        tenant: str = "",
+        status: ThreadStatus | None = None,
+        metadata: Mapping[str, Any] | None = None,
+        limit: int = 10,
+        offset: int = 0,
+    ) -> builtins.list[Thread]:
+        control.check_page(limit, offset)
+        filters = check_mapping(metadata, "metadata")
+        return await self._list_threads(tenant, status, filters, limit, offset)
+
+    async def delete_thread(self, thread_id: str, *, tenant: str = "") -> None:
+        if not await self._delete_thread(thread_id, tenant):
+            raise ThreadNotFoundError(control.no_thread(thread_id))
+
+    # -- runs -----------------------------------------------------------------------------
+
+    async def create_run(self, request: NewRun, *, tenant: str = "") -> Created:
+        valid = validate(request, now=datetime.now(UTC))
+        assistant = await self.get_assistant(valid.assistant_id, tenant=tenant)
+        return await self._create_run(valid, assistant, tenant)
+
+    async def get_run(self, run_id: str, *, tenant: str = "") -> Run:
+        found = await self._find_run(run_id, tenant)
+        if found is None:
+            raise RunNotFoundError(control.no_run(run_id))
+        return found
+
+    async def list_runs(
+        self,
+        *,
+        tenant: str = "",
+        thread_id: str | None = None,
+        status: RunStatus | None = None,
+        limit: int = 100,
+        offset: int = 0,
+    ) -> builtins.list[Run]:
+        control.check_page(limit, offset)
+        return await self._list_runs(tenant, thread_id, status, limit, offset)
+
+    async def cancel_run(
+        self,
+        run_id: str,
+        *,
+        tenant: str = "",
+        action: CancelAction = "interrupt",
+        reason: str | None = None,
+    ) -> Run:
+        return await self._cancel_run(run_id, tenant, control.check_action(action), reason)
+
+    async def resume_run(
+        self,
+        run_id: str,
+        command: Mapping[str, Any],
+        *,
+        tenant: str = "",
+        events: Sequence[NewEvent] = (),
+    ) -> Run:
+        return await self._resume_run(run_id, tenant, control.resume_input(command), events)
+
+    async def add_events(self, run_id: str, events: Sequence[NewEvent], *, tenant: str = "") -> int:
+        return await self._add_events(run_id, tenant, events)
+
+    async def events(
+        self,
+        run_id: str,
+        *,
+        tenant: str = "",
+        after: int = 0,
+        limit: int = 1000,
+        kinds: Sequence[str] | None = None,
+    ) -> builtins.list[RunEvent]:
+        control.check_page(limit, after, offset_name="after")
+        page = await self._events(run_id, tenant, after, limit, kinds)
+        if page is None:
+            raise RunNotFoundError(control.no_run(run_id))
+        return page
