@@ -151,7 +151,8 @@ def _plan(tool: DurableTool, call: _Call) -> Flow[tuple[str, Any]]:
     a fresh claim if the hook finds nothing and the tool runs again.
     """
     scope, store = call.scope, call.scope.store
-    yield Await(partial(ensure_pins, scope))
+    if scope.pinned:  # else nothing to check: no call (a hop in sync code)
+        yield Await(partial(ensure_pins, scope))
     yield from wait_for_parent_checkpoint(scope)
     if tool.takes_key or tool.safe_to_retry:
         # Running again is safe, so no intent needs claiming: at most one read.

@@ -143,7 +143,8 @@ class Recorder:
 
     def _plan(self, call: _Call) -> Flow[_Plan]:
         scope = call.scope
-        pins = yield Await(partial(ensure_pins, scope))
+        # Without pins or a budget the helpers have nothing to do: no call (a hop in sync code).
+        pins = (yield Await(partial(ensure_pins, scope))) if scope.pinned else None
         record = None
         if (yield Await(partial(known, scope.store, scope.thread_id, "model", call.key))):
             record = yield Get("model", call.key)
@@ -153,7 +154,8 @@ class Recorder:
                 raise NonDeterminismError(call.key, recorded_hash, call.input_hash, "model call")
             return _Plan(decode_output(record.value["output"], self.schema), True, pins)
         yield from wait_for_parent_checkpoint(scope)
-        return _Plan(pins=pins, ledger=(yield Await(partial(budgets.ledger_for, scope))))
+        ledger = (yield Await(partial(budgets.ledger_for, scope))) if scope.budgeted else None
+        return _Plan(pins=pins, ledger=ledger)
 
     def _document(self, call: _Call, output: Any, started: float, plan: _Plan) -> dict[str, Any]:
         usage = _usage(output)
