@@ -18,7 +18,6 @@ from typing import TYPE_CHECKING, Any, TypeVar
 
 from tether import _flows
 from tether.store._types import RawRecord, StepPayload
-from tether.store.keyed import load_keyed_hash
 
 if TYPE_CHECKING:
     from tether.store.record import RecordStore
@@ -98,7 +97,7 @@ class DeleteRunsRaw:
 
 @dataclass(frozen=True)
 class LoadKeyedHash:
-    """Read (or create) the store's keyed-hash secret: :func:`.keyed.load_keyed_hash`."""
+    """``RecordStore.keyed_hash``: read (or create) the store's keyed-hash secret, and keep it."""
 
 
 BackendOp = (
@@ -140,7 +139,7 @@ def backend_call(op: BackendOp, store: RecordStore) -> Coroutine[Any, Any, Any]:
         case DeleteRunsRaw():
             coro = driver.delete_runs(op.run_ids)
         case LoadKeyedHash():
-            coro = load_keyed_hash(store)
+            coro = store.keyed_hash()
         case _:
             _flows.unknown_operation(op, "the record store's backend")
     return coro

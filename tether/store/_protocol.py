@@ -149,9 +149,8 @@ def _delete_runs(op: DeleteRuns) -> Flow[None]:
 
 
 def _keyed_hash(store: RecordStore) -> Flow[KeyedHash | None]:
-    # Loaded once per store; only the first call reaches the backend.
-    if store._codec.cipher is None:
-        return None
-    if store._keyed is None:
-        store._keyed = yield LoadKeyedHash()
-    return store._keyed
+    # Loaded once per store, by RecordStore.keyed_hash; after that no hop to the loop.
+    if store._codec.cipher is None or store._keyed is not None:
+        return store._keyed
+    keyed: KeyedHash | None = yield LoadKeyedHash()
+    return keyed

@@ -11,7 +11,8 @@ the saver's event loop.
 Every operation is written once, as a flow (:mod:`._protocol`), and described
 by a value of :mod:`tether.store.operations`. :class:`RecordStore` awaits it
 and :class:`SyncRecordStore` runs it from the calling thread (:mod:`._io`); the
-named methods of both are shorthands for :meth:`RecordStore.perform`.
+named methods of both are shorthands for :meth:`RecordStore.perform` (but
+:meth:`RecordStore.keyed_hash`, which the operation runs).
 """
 
 from __future__ import annotations
@@ -34,7 +35,7 @@ from tether.store._types import (
     RecordStoreError,
     StepPayload,
 )
-from tether.store.keyed import KeyedHash
+from tether.store.keyed import KeyedHash, load_keyed_hash
 
 __all__ = [
     "Cipher",
@@ -226,9 +227,17 @@ class RecordStore:
 
         Its key is a random secret kept encrypted in this store (created on
         first use), so it is the same on every worker and across key rotation.
+
+        Not a flow like the other operations: the secret is loaded by
+        :func:`~tether.store.keyed.load_keyed_hash`, which is built on them;
+        ``sync.keyed_hash()`` and ``perform(KeyedHash())`` run this coroutine
+        on the backend's loop until it is loaded, then answer from memory.
         """
-        keyed: KeyedHash | None = await self.perform(ops.KeyedHash())
-        return keyed
+        if self._codec.cipher is None:
+            return None
+        if self._keyed is None:
+            self._keyed = await load_keyed_hash(self)
+        return self._keyed
 
 
 class SyncRecordStore:
