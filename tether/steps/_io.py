@@ -8,7 +8,7 @@ answer. :func:`run` performs them with ``await``; :func:`run_sync` performs
 them in the calling thread, for sync nodes. So ``invoke`` and ``ainvoke``,
 ``stream`` and ``astream``, a tool's ``_run`` and ``_arun`` differ only in the
 interpreter they hand the same flow to, and only this module calls the model,
-the tool, the record store or the async helpers.
+the tool, the record store or the async functions of other modules.
 
 Record-store operations are those of :mod:`tether.store.operations`, handed to
 the store's public ``perform``.
@@ -53,7 +53,7 @@ T = TypeVar("T")
 
 @dataclass(frozen=True)
 class Await:
-    """An async helper of a module that has no flow of its own (budgets, pins, known keys).
+    """An async function of a module that has no flow of its own (budgets, pins, known keys).
 
     ``make`` creates the coroutine: :func:`run` awaits it in the caller's task,
     :func:`run_sync` runs it on the record store's event loop and waits.

@@ -143,7 +143,7 @@ class Recorder:
 
     def _plan(self, call: _Call) -> Flow[_Plan]:
         scope = call.scope
-        # Without pins or a budget the helpers have nothing to do: no call (a hop in sync code).
+        # No pins or budget: nothing to check or charge, so no call (a hop in sync code).
         pins = (yield Await(partial(ensure_pins, scope))) if scope.pinned else None
         record = None
         if (yield Await(partial(known, scope.store, scope.thread_id, "model", call.key))):
