@@ -180,6 +180,35 @@ def test_stream_replays_a_recorded_answer_as_chunks(tmp_path: Path) -> None:
     assert count_calls(calls) == 1
 
 
+def test_tokens_stream_live_to_messages_mode_while_the_node_waits_for_the_record(
+    tmp_path: Path,
+) -> None:
+    # stream() inside a node yields the answer once it is recorded; the wrapped
+    # model's callbacks still hand each token to stream_mode="messages" as it comes.
+    calls = tmp_path / "calls"
+    model = recorded(CountingScriptedModel(replies=[reply("one two three")], calls_file=str(calls)))
+    received: list[list[str]] = []
+
+    def node(state: State) -> dict[str, Any]:
+        chunks = list(model.stream(state["messages"]))
+        received.append([str(c.content) for c in chunks])
+        total = chunks[0]
+        for chunk in chunks[1:]:
+            total = total + chunk
+        return {"messages": [AIMessage(str(total.content))]}
+
+    with open_checkpointer_sync("memory://") as saver:
+        events = one_node(node, saver).stream(
+            {"messages": [HumanMessage("hi")]}, CONFIG, stream_mode="messages"
+        )
+        tokens = [str(message.content) for message, _ in events]
+    assert tokens[:3] == ["one ", "two ", "three"]
+    (chunks,) = received  # the node received the live chunks too, once recorded
+    assert chunks[:3] == ["one ", "two ", "three"]
+    assert "".join(chunks) == "one two three"
+    assert count_calls(calls) == 1
+
+
 @pytest.mark.slow
 def test_a_kill_after_the_answer_is_recorded_resumes_the_agent_without_asking_again(
     sqlite_backend: Backend, tmp_path: Path

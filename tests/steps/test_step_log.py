@@ -128,8 +128,8 @@ async def test_log_is_encrypted_at_rest_and_readable(backend: Backend, tmp_path:
         steps = await read_steps(saver, "t1")
         store = store_for(saver)
         assert store.encrypted
-        raw_steps = await store._driver.steps("t1")
-        raw_records = await store._driver.list("tool", "t1")
+        raw_steps = await store.driver.steps("t1")
+        raw_records = await store.driver.list("tool", "t1")
     assert steps[1].output == {"order": "A1", "status": "shipped"}
     assert all(payload.startswith("enc1:") for _, payload in raw_steps)
     assert "shipped" not in raw_records[0].payload

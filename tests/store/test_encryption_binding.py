@@ -27,9 +27,9 @@ from tether.store.record import RawRecord, StepPayload
 
 
 async def _move(store: RecordStore, kind: str, key: str, to_key: str, to_thread: str) -> None:
-    raw = await store._driver.get(kind, key)
+    raw = await store.driver.get(kind, key)
     assert raw is not None
-    await store._driver.insert(RawRecord(kind, to_key, to_thread, raw.payload, raw.created_at))
+    await store.driver.insert(RawRecord(kind, to_key, to_thread, raw.payload, raw.created_at))
 
 
 async def test_a_record_moved_to_a_colliding_thread_and_key_is_refused(backend: Backend) -> None:
@@ -46,8 +46,8 @@ async def test_a_step_moved_into_a_record_is_refused(backend: Backend) -> None:
     async with backend.open(encryption=ring("k1")) as saver:
         store = store_for(saver)
         await store.append_step("t", {"kind": "tool", "output": "refund 10"})
-        ((index, payload),) = await store._driver.steps("t")
-        await store._driver.insert(RawRecord("step", str(index), "t", payload, 0.0))
+        ((index, payload),) = await store.driver.steps("t")
+        await store.driver.insert(RawRecord("step", str(index), "t", payload, 0.0))
         with pytest.raises(TamperedCiphertextError):
             await store.get("step", str(index))
 
@@ -59,9 +59,9 @@ async def test_records_and_steps_of_version_1_still_read_and_rotate_to_the_curre
         store = store_for(saver)
         text = json.dumps({"state": "done", "output": "refund 10"})
         payload = record_payload_v1("k1", text, "t", "tool", "t||task|tool.refund.1")
-        await store._driver.insert(RawRecord("tool", "t||task|tool.refund.1", "t", payload, 0.0))
+        await store.driver.insert(RawRecord("tool", "t||task|tool.refund.1", "t", payload, 0.0))
         step = step_payload_v1("k1", json.dumps({"kind": "tool"}), "t", 0)
-        await store._driver.append_step("t", StepPayload(lambda i: step, step))
+        await store.driver.append_step("t", StepPayload(lambda i: step, step))
 
         record = await store.get("tool", "t||task|tool.refund.1")
         assert record is not None
@@ -71,10 +71,10 @@ async def test_records_and_steps_of_version_1_still_read_and_rotate_to_the_curre
         report = await rotate_keys(saver)
         assert report.records == 1
         assert report.steps == 1
-        raw = await store._driver.get("tool", "t||task|tool.refund.1")
+        raw = await store.driver.get("tool", "t||task|tool.refund.1")
         assert raw is not None
         assert envelope_version(raw.payload) == 2
-        ((_, stored_step),) = await store._driver.steps("t")
+        ((_, stored_step),) = await store.driver.steps("t")
         assert envelope_version(stored_step) == 2
         assert (await store.get("tool", "t||task|tool.refund.1")).value == record.value  # type: ignore[union-attr]
         assert await store.steps("t") == [{"kind": "tool"}]

@@ -195,7 +195,7 @@ async def open_postgres(url: CheckpointerURL, **options: Any) -> AsyncIterator[P
     )
     await pool.open(wait=True, timeout=timeout)
     try:
-        saver = PostgresSaver(pool)  # type: ignore[arg-type]
+        saver = PostgresSaver(pool)
         await saver.setup()
         yield saver
     finally:

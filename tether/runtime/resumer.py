@@ -62,10 +62,15 @@ class RuntimeResumer:
             },
         )
         await self.runtime.store.resume_run(
-            run.run_id, {"resume": {interrupt_id: doc}}, tenant=self.runtime.tenant,
+            run.run_id,
+            {"resume": {interrupt_id: doc}},
+            tenant=self.runtime.tenant,
             events=[decided],
         )
         return DecisionResult(
-            approval_id=request.approval_id, decision=doc, pending=[], finished=False,
+            approval_id=request.approval_id,
+            decision=doc,
+            pending=[],
+            finished=False,
             values=None,
         )

@@ -17,10 +17,12 @@ from typing import Any, Literal
 
 from langgraph.checkpoint.base import BaseCheckpointSaver
 
+from tether.steps._io import Flow, run, run_sync
 from tether.steps.codec import decode_output
 from tether.steps.errors import StepsError
 from tether.steps.scope import worker_id
-from tether.store import RecordStore, store_for
+from tether.store import Record, store_for
+from tether.store.operations import IndexedSteps, List
 
 __all__ = ["Step", "StepKind", "append_step", "read_steps", "read_steps_sync"]
 
@@ -193,12 +195,14 @@ def _step(index: int, doc: dict[str, Any], outputs: dict[tuple[str, str], Any]) 
     )
 
 
-async def _read(store: RecordStore, thread_id: str) -> list[Step]:
-    docs = await store.indexed_steps(thread_id)
+def _read(thread_id: str) -> Flow[list[Step]]:
+    """The thread's steps, each joined with the output its record holds."""
+    docs: list[tuple[int, dict[str, Any]]] = yield IndexedSteps(thread_id)
     kinds = sorted({d["output_ref"][0] for _, d in docs if d.get("output_ref")})
     outputs: dict[tuple[str, str], Any] = {}
     for kind in kinds:
-        for record in await store.list(kind, thread_id=thread_id):
+        records: list[Record] = yield List(kind, thread_id)
+        for record in records:
             outputs[(kind, record.key)] = _output(record.value.get("output"))
     return [_step(i, doc, outputs) for i, doc in docs]
 
@@ -210,10 +214,9 @@ async def read_steps(checkpointer: BaseCheckpointSaver[Any], thread_id: str) -> 
         checkpointer: The checkpointer the run uses (any backend, encrypted or not).
         thread_id: The thread.
     """
-    return await _read(store_for(checkpointer), str(thread_id))
+    return await run(_read(str(thread_id)), store_for(checkpointer))
 
 
 def read_steps_sync(checkpointer: BaseCheckpointSaver[Any], thread_id: str) -> list[Step]:
     """Sync twin of :func:`read_steps` (not from the checkpointer's own event loop)."""
-    store = store_for(checkpointer)
-    return store._run_sync(_read(store, str(thread_id)), "read_steps")
+    return run_sync(_read(str(thread_id)), store_for(checkpointer))

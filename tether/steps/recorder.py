@@ -9,20 +9,37 @@ different input hash raises :class:`NonDeterminismError`), and otherwise calls
 the model and writes the answer durably before returning it. Outside a graph it
 simply calls the model. :class:`~tether.steps.runnable.RecordedModel` and
 :class:`~tether.steps.chat.RecordedChatModel` are thin shells around it.
+
+The protocol is one flow (:mod:`._io`) that ``invoke``, ``ainvoke``,
+``stream`` and ``astream`` hand to the sync or the async interpreter.
+
+Streaming inside a graph yields exactly what is recorded. Two workers can
+record the same call (a lease that expired under a live worker, a run resumed
+twice): both call the model, the first commit wins, and the other worker's
+answer is dropped in favour of the winner's, which is what every replay
+returns. So ``stream``/``astream`` hold the live chunks until the commit
+says whose answer stands: this process's chunks are then yielded as they
+came, and another worker's answer is yielded as chunks instead. The cost is
+that the caller gets its first chunk only once the whole answer is recorded;
+the wrapped model's own callbacks still see every token as it arrives, so
+LangGraph's ``stream_mode="messages"`` keeps streaming tokens live.
 """
 
 from __future__ import annotations
 
+import operator
 import time
-from collections.abc import AsyncIterator, Callable, Coroutine, Iterator
+from collections.abc import AsyncIterator, Iterator
 from dataclasses import dataclass, replace
-from typing import Any, TypeVar
+from functools import partial, reduce
+from typing import Any
 
 from langchain_core.runnables import Runnable, RunnableConfig
 from pydantic import BaseModel
 
 from tether._crashpoints import crash_point
 from tether.steps import budget as budgets
+from tether.steps._io import Await, Flow, Invoke, Pause, Stream, run, run_sync
 from tether.steps.chunks import as_chunks, assemble
 from tether.steps.codec import canonical_hash, decode_output, encode_output
 from tether.steps.errors import NonDeterminismError
@@ -31,10 +48,9 @@ from tether.steps.log import step_document
 from tether.steps.parent import wait_for_parent_checkpoint
 from tether.steps.scope import NodeScope, node_scope, worker_id
 from tether.steps.versions import VersionPins, ensure_pins
+from tether.store.operations import Get, PutWithStep
 
 __all__ = ["Recorder", "default_model_id", "model_step", "structured_schema"]
-
-T = TypeVar("T")
 
 
 @dataclass(frozen=True)
@@ -95,24 +111,51 @@ class Recorder:
         """This recorder, rebuilding replayed outputs as ``schema`` (if pydantic)."""
         return replace(self, schema=structured_schema(schema))
 
-    # -- planning and committing (one async implementation) ------------------
+    # -- the protocol, written once (run by the interpreters of ._io) ------------
     def _call(self, scope: NodeScope, model_input: Any) -> _Call:
         index = scope.calls.next_index()
         return _Call(scope, index, scope.step_key(f"model.{index}"), canonical_hash(model_input))
 
-    async def _plan(self, call: _Call) -> _Plan:
+    def _flow(self, scope: NodeScope, ask: Invoke | Stream) -> Flow[Any]:
+        """One recorded call: the answer (``Invoke``), or the chunks to yield (``Stream``).
+
+        A stream's chunks are held until the answer is recorded: if another
+        worker recorded this call first, its answer is the run's answer, and
+        the caller must see that one, not chunks of an answer that was dropped.
+        """
+        call = self._call(scope, ask.input)
+        plan = yield from self._plan(call)
+        if plan.replayed:
+            return list(as_chunks(plan.replay)) if isinstance(ask, Stream) else plan.replay
+        yield from self._over_budget(call, plan)
+        crash_point("model.before")
+        started = time.time()
+        if isinstance(ask, Stream):
+            chunks: list[Any] = yield ask
+            output = assemble(reduce(operator.add, chunks)) if chunks else None
+        else:
+            output = yield ask
+        won, answer = yield from self._commit(call, output, started, plan)
+        crash_point("model.after")
+        if isinstance(ask, Invoke):
+            return answer
+        return chunks if won else list(as_chunks(answer))
+
+    def _plan(self, call: _Call) -> Flow[_Plan]:
         scope = call.scope
-        pins = await ensure_pins(scope)
+        # No pins or budget: nothing to check or charge, so no call (a hop in sync code).
+        pins = (yield Await(partial(ensure_pins, scope))) if scope.pinned else None
         record = None
-        if await known(scope.store, scope.thread_id, "model", call.key):
-            record = await scope.store.get("model", call.key)
+        if (yield Await(partial(known, scope.store, scope.thread_id, "model", call.key))):
+            record = yield Get("model", call.key)
         if record is not None:
             recorded_hash = record.value["input_hash"]
             if recorded_hash != call.input_hash:
                 raise NonDeterminismError(call.key, recorded_hash, call.input_hash, "model call")
             return _Plan(decode_output(record.value["output"], self.schema), True, pins)
-        await wait_for_parent_checkpoint(scope)
-        return _Plan(pins=pins, ledger=await budgets.ledger_for(scope))
+        yield from wait_for_parent_checkpoint(scope)
+        ledger = (yield Await(partial(budgets.ledger_for, scope))) if scope.budgeted else None
+        return _Plan(pins=pins, ledger=ledger)
 
     def _document(self, call: _Call, output: Any, started: float, plan: _Plan) -> dict[str, Any]:
         usage = _usage(output)
@@ -134,58 +177,40 @@ class Recorder:
             "worker_id": worker_id(),
         }
 
-    async def _commit(self, call: _Call, output: Any, started: float, plan: _Plan) -> Any:
+    def _commit(
+        self, call: _Call, output: Any, started: float, plan: _Plan
+    ) -> Flow[tuple[bool, Any]]:
+        """Record ``output``; ``(True, output)``, or ``(False, answer)`` if another worker won."""
         scope = call.scope
         doc = self._document(call, output, started, plan)
-        index = await scope.store.put_with_step(
-            "model", call.key, doc, thread_id=scope.thread_id, step=model_step(call.key, doc)
-        )
+        step = model_step(call.key, doc)
+        index = yield PutWithStep("model", call.key, doc, scope.thread_id, step)
         remember(scope.store, scope.thread_id, "model", call.key)
         if index is None:
             # Another worker recorded this step first: its answer is the run's answer.
-            winner = await scope.store.get("model", call.key)
+            winner = yield Get("model", call.key)
             if winner is not None:
-                return decode_output(winner.value["output"], self.schema)
+                return False, decode_output(winner.value["output"], self.schema)
         if plan.ledger is not None:
-            tokens = doc["usage"].get("total_tokens", 0)
-            await budgets.charge(scope, plan.ledger, call.key, tokens, doc["cost_usd"])
-        return output
+            tokens, cost = doc["usage"].get("total_tokens", 0), doc["cost_usd"]
+            yield Await(partial(budgets.charge, scope, plan.ledger, call.key, tokens, cost))
+        return True, output
 
-    # -- budget (interrupt() must run in the node's own context) --------------
     @staticmethod
-    def _budget_writes(call: _Call, plan: _Plan) -> Iterator[Coroutine[Any, Any, None]]:
-        """Stop, or pause (interrupt) until a person extends the budget.
-
-        Yields the storage writes in order; the caller runs each before asking
-        for the next, so ``ask_for_more`` (and its ``interrupt``) runs in the
-        caller's own context, sync or async.
-        """
+    def _over_budget(call: _Call, plan: _Plan) -> Flow[None]:
+        """Stop, or pause (interrupt) until a person extends the budget."""
         ledger, problem, rounds = plan.ledger, None, 0
         while ledger is not None and ledger.exceeded():
             key = f"{call.key}|{rounds}"
             if problem is None:
-                yield budgets.record_exceeded(call.scope, ledger, key)
-            limits, problem = budgets.ask_for_more(call.scope, ledger, problem)
+                yield Await(partial(budgets.record_exceeded, call.scope, ledger, key))
+            ask = partial(budgets.ask_for_more, call.scope, ledger, problem)
+            limits, problem = yield Pause(ask)
             if limits is not None:
-                yield budgets.extend(call.scope, ledger, limits, key)
+                yield Await(partial(budgets.extend, call.scope, ledger, limits, key))
                 rounds += 1
 
-    def _over_budget(
-        self, call: _Call, plan: _Plan, run: Callable[[Coroutine[Any, Any, Any]], Any]
-    ) -> None:
-        for write in self._budget_writes(call, plan):
-            run(write)
-
-    async def _aover_budget(self, call: _Call, plan: _Plan) -> None:
-        for write in self._budget_writes(call, plan):
-            await write
-
-    # -- sync ------------------------------------------------------------------
-    @staticmethod
-    def _sync(call: _Call) -> Callable[[Coroutine[Any, Any, T]], T]:
-        store = call.scope.store
-        return lambda coro: store._run_sync(coro, "model step")
-
+    # -- entry points: the same flow, run sync or async -------------------------
     def invoke(
         self,
         model: Runnable[Any, Any],
@@ -197,54 +222,8 @@ class Recorder:
         scope = node_scope(config)
         if scope is None:
             return model.invoke(input, config, **kwargs)
-        call = self._call(scope, input)
-        run = self._sync(call)
-        plan = run(self._plan(call))
-        if plan.replayed:
-            return plan.replay
-        self._over_budget(call, plan, run)
-        crash_point("model.before")
-        started = time.time()
-        output = model.invoke(input, config, **kwargs)
-        output = run(self._commit(call, output, started, plan))
-        crash_point("model.after")
-        return output
+        return run_sync(self._flow(scope, Invoke(model, input, config, kwargs)), scope.store)
 
-    def stream(
-        self,
-        model: Runnable[Any, Any],
-        input: Any,
-        config: RunnableConfig | None = None,
-        **kwargs: Any,
-    ) -> Iterator[Any]:
-        """Stream ``model``'s answer; a recorded answer comes back as chunks."""
-        scope = node_scope(config)
-        if scope is None:
-            yield from model.stream(input, config, **kwargs)
-            return
-        call = self._call(scope, input)
-        run = self._sync(call)
-        plan = run(self._plan(call))
-        if plan.replayed:
-            yield from as_chunks(plan.replay)
-            return
-        self._over_budget(call, plan, run)
-        crash_point("model.before")
-        started = time.time()
-        held: Any = None
-        total: Any = None
-        for chunk in model.stream(input, config, **kwargs):
-            if held is not None:
-                yield held
-            held = chunk
-            total = chunk if total is None else total + chunk
-        # The last chunk is held back until the whole answer is recorded.
-        run(self._commit(call, assemble(total), started, plan))
-        crash_point("model.after")
-        if held is not None:
-            yield held
-
-    # -- async -------------------------------------------------------------------
     async def ainvoke(
         self,
         model: Runnable[Any, Any],
@@ -256,17 +235,21 @@ class Recorder:
         scope = node_scope(config)
         if scope is None:
             return await model.ainvoke(input, config, **kwargs)
-        call = self._call(scope, input)
-        plan = await self._plan(call)
-        if plan.replayed:
-            return plan.replay
-        await self._aover_budget(call, plan)
-        crash_point("model.before")
-        started = time.time()
-        output = await model.ainvoke(input, config, **kwargs)
-        output = await self._commit(call, output, started, plan)
-        crash_point("model.after")
-        return output
+        return await run(self._flow(scope, Invoke(model, input, config, kwargs)), scope.store)
+
+    def stream(
+        self,
+        model: Runnable[Any, Any],
+        input: Any,
+        config: RunnableConfig | None = None,
+        **kwargs: Any,
+    ) -> Iterator[Any]:
+        """Stream ``model``'s answer once it is recorded; a recorded answer comes back as chunks."""
+        scope = node_scope(config)
+        if scope is None:
+            yield from model.stream(input, config, **kwargs)
+            return
+        yield from run_sync(self._flow(scope, Stream(model, input, config, kwargs)), scope.store)
 
     async def astream(
         self,
@@ -281,26 +264,9 @@ class Recorder:
             async for chunk in model.astream(input, config, **kwargs):
                 yield chunk
             return
-        call = self._call(scope, input)
-        plan = await self._plan(call)
-        if plan.replayed:
-            for chunk in as_chunks(plan.replay):
-                yield chunk
-            return
-        await self._aover_budget(call, plan)
-        crash_point("model.before")
-        started = time.time()
-        held: Any = None
-        total: Any = None
-        async for chunk in model.astream(input, config, **kwargs):
-            if held is not None:
-                yield held
-            held = chunk
-            total = chunk if total is None else total + chunk
-        await self._commit(call, assemble(total), started, plan)
-        crash_point("model.after")
-        if held is not None:
-            yield held
+        flow = self._flow(scope, Stream(model, input, config, kwargs))
+        for chunk in await run(flow, scope.store):
+            yield chunk
 
 
 def model_step(key: str, doc: dict[str, Any]) -> dict[str, Any]:

@@ -120,6 +120,16 @@ class NodeScope:
         return self.config.get("configurable", {})
 
     @property
+    def pinned(self) -> bool:
+        """Whether the graph was given version pins (``pin_versions``); else nothing to check."""
+        return self.configurable.get(PINS_KEY) is not None
+
+    @property
+    def budgeted(self) -> bool:
+        """Whether the graph was given a budget (``with_budget``); else nothing to charge."""
+        return self.configurable.get(BUDGET_KEY) is not None
+
+    @property
     def root(self) -> str:
         """The run a budget is charged to: ``tether_root_thread_id`` or the thread."""
         return str(self.configurable.get(ROOT_KEY) or self.thread_id)

@@ -1,0 +1,272 @@
+"""A durable tool call, written once as a flow: claim -> execute -> commit.
+
+:func:`tool_flow` is what :class:`~tether.steps.tools.DurableTool` runs for
+each call inside a graph node, with the sync interpreter of :mod:`._io` from
+``_run`` and the async one from ``_arun``. See :mod:`tether.steps.tools` for
+the rules it follows (replay, reconcile, refuse); this module is their code.
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass
+from functools import partial
+from typing import TYPE_CHECKING, Any
+
+from langchain_core.runnables import RunnableConfig
+
+from tether._crashpoints import crash_point
+from tether.steps._io import Await, Execute, Flow, RunReconcile
+from tether.steps.codec import canonical_hash, decode_output, encode_output
+from tether.steps.errors import (
+    NonDeterminismError,
+    ReconcileResultError,
+    StepsError,
+    ToolOutcomeUnknownError,
+)
+from tether.steps.idempotency import KEY_PARAM, ReconcileResult, args_digest, idempotency_key
+from tether.steps.known import known, remember
+from tether.steps.log import step_document
+from tether.steps.parent import wait_for_parent_checkpoint
+from tether.steps.scope import NodeScope, worker_id
+from tether.steps.versions import ensure_pins
+from tether.store.keyed import KeyedHash
+from tether.store.operations import Get, Insert, PutWithStep, Upsert
+from tether.store.operations import KeyedHash as ReadKeyedHash
+
+if TYPE_CHECKING:
+    from tether.steps.tools import DurableTool
+
+__all__ = ["execution", "tool_flow"]
+
+
+@dataclass(frozen=True)
+class _Call:
+    scope: NodeScope
+    key: str
+    args: dict[str, Any]
+    args_hash: str
+    idempotency_key: str
+
+
+def execution(tool: DurableTool, inputs: dict[str, Any], config: RunnableConfig) -> Execute:
+    """The operation that runs ``tool``'s function (or the tool it wraps) with ``inputs``."""
+    return Execute(tool.func, tool.coroutine, tool.inner, inputs, config)
+
+
+def tool_flow(
+    tool: DurableTool,
+    scope: NodeScope,
+    args: dict[str, Any],
+    call_id: str | None,
+    config: RunnableConfig,
+) -> Flow[Any]:
+    """One call of ``tool`` inside a node: replayed, reconciled, or claimed, run and recorded."""
+    call, action, output = yield from _start(tool, scope, args, call_id)
+    if action == "replay":
+        return output
+    if action == "reconcile":
+        found = yield RunReconcile(tool.reconcile, call.args, call.idempotency_key, tool.name)
+        result = _reconciled(tool, call, found)
+        if result is not None:
+            yield from _commit(tool, call, result.output, time.time(), "reconciled")
+            return result.output
+        if output:  # the hook found nothing: the failed attempt did nothing
+            yield from _reclaim(tool, call)
+    crash_point("tool.before")
+    started = time.time()
+    inputs = {**call.args, KEY_PARAM: call.idempotency_key} if tool.takes_key else call.args
+    try:
+        output = yield execution(tool, inputs, config)
+    except Exception as exc:
+        yield from _fail(tool, call, exc)
+        raise
+    yield from _commit(tool, call, output, started, "run")
+    crash_point("tool.after")
+    return output
+
+
+def _calls(
+    tool: DurableTool,
+    scope: NodeScope,
+    args: dict[str, Any],
+    call_id: str | None,
+    keyed: KeyedHash | None,
+) -> tuple[_Call, _Call | None]:
+    """The call's keys, and (with encryption on) the plain-hash keys older versions used."""
+    args_hash = canonical_hash(args)
+    occurrence = None if call_id else scope.calls.occurrence(args_hash)
+
+    def make(k: KeyedHash | None) -> _Call:
+        tag = call_id or f"{args_digest(args_hash, k)[:16]}.{occurrence}"
+        key = scope.step_key(f"tool.{tool.name}.{tag}")
+        tenant, thread = scope.tenant, scope.thread_id
+        idem = idempotency_key(tenant, thread, key, tool.name, args_hash, keyed=k)
+        return _Call(scope, key, args, args_hash, idem)
+
+    return make(keyed), None if keyed is None else make(None)
+
+
+def _start(
+    tool: DurableTool, scope: NodeScope, args: dict[str, Any], call_id: str | None
+) -> Flow[tuple[_Call, str, Any]]:
+    """The call (under the keys it was first recorded with) and its plan."""
+    call, legacy = _calls(tool, scope, args, call_id, (yield ReadKeyedHash()))
+    if legacy is not None and (yield from _recorded_by_older_version(call, legacy)):
+        call = legacy
+    action, output = yield from _plan(tool, call)
+    return call, action, output
+
+
+def _recorded_by_older_version(call: _Call, legacy: _Call) -> Flow[bool]:
+    """Whether this call was recorded under the plain-hash keys of an older version.
+
+    Such a run keeps its keys (and so its idempotency key) to the end.
+    """
+    store, thread_id = call.scope.store, call.scope.thread_id
+    if not (yield Await(partial(known, store, thread_id, "tool", legacy.key))):
+        return False
+    if legacy.key != call.key:
+        return True
+    record = yield Get("tool", legacy.key)  # same key (a tool-call id): which scheme?
+    return record is not None and record.value.get("idempotency_key") == legacy.idempotency_key
+
+
+def _claim(tool: DurableTool, call: _Call) -> dict[str, Any]:
+    return {
+        "state": "claimed",
+        "tool": tool.name,
+        "args_hash": call.args_hash,
+        "idempotency_key": call.idempotency_key,
+        "claimed_at": time.time(),
+        "attempt": call.scope.attempt,
+        "worker_id": worker_id(),
+    }
+
+
+def _plan(tool: DurableTool, call: _Call) -> Flow[tuple[str, Any]]:
+    """``("replay", output)``, ``("run", None)`` or ``("reconcile", reclaim)``.
+
+    ``reclaim`` says the stored record is a failed attempt, to be replaced by
+    a fresh claim if the hook finds nothing and the tool runs again.
+    """
+    scope, store = call.scope, call.scope.store
+    if scope.pinned:  # else nothing to check: no call (a hop in sync code)
+        yield Await(partial(ensure_pins, scope))
+    yield from wait_for_parent_checkpoint(scope)
+    if tool.takes_key or tool.safe_to_retry:
+        # Running again is safe, so no intent needs claiming: at most one read.
+        record = None
+        if (yield Await(partial(known, store, scope.thread_id, "tool", call.key))):
+            record = yield Get("tool", call.key)
+        if record is None:
+            return "run", None
+    else:
+        claim = _claim(tool, call)
+        inserted = yield Insert("tool", call.key, claim, scope.thread_id)
+        remember(store, scope.thread_id, "tool", call.key)
+        if inserted:
+            return "run", None
+        record = yield Get("tool", call.key)
+        if record is None:  # deleted in between (the thread was deleted)
+            return "run", None
+    return (yield from _resolve(tool, call, record.value))
+
+
+def _resolve(tool: DurableTool, call: _Call, value: dict[str, Any]) -> Flow[tuple[str, Any]]:
+    """What to do about a call that already has a record (see :func:`_plan`)."""
+    if value["args_hash"] != call.args_hash:
+        raise NonDeterminismError(call.key, value["args_hash"], call.args_hash, "tool call")
+    if value["state"] == "done":
+        return "replay", decode_output(value["output"])
+    if tool.takes_key or tool.safe_to_retry:
+        return "run", None
+    failed = value["state"] == "failed"
+    # A failed attempt is as uncertain as a claim whose process died (a timeout
+    # may come after the effect), unless its exception type was declared as
+    # raised before any effect. Records from before that flag existed lack it
+    # and so count as uncertain.
+    if failed and value.get("before_effect") is True:
+        yield from _reclaim(tool, call)
+        return "run", None
+    if tool.reconcile is not None:
+        return "reconcile", failed
+    raise ToolOutcomeUnknownError(
+        tool.name, call.key, error=str(value.get("error", "an exception")) if failed else None
+    )
+
+
+def _reclaim(tool: DurableTool, call: _Call) -> Flow[None]:
+    """Replace a failed attempt by a fresh claim before running the tool again.
+
+    Without it a second attempt that dies after its effect would still read
+    as the first attempt's "failed before any effect", and run a third time.
+    """
+    yield Upsert("tool", call.key, _claim(tool, call), call.scope.thread_id)
+
+
+def _reconciled(tool: DurableTool, call: _Call, found: Any) -> ReconcileResult | None:
+    """The hook's answer, checked: a result that happened, or ``None`` (it did not)."""
+    if found is None:
+        return None
+    if not isinstance(found, ReconcileResult):
+        raise ReconcileResultError(tool.name, call.key, found)
+    if found.outcome == "unknown":
+        raise ToolOutcomeUnknownError(tool.name, call.key, reason=found.reason)
+    return found
+
+
+def _commit(tool: DurableTool, call: _Call, output: Any, started: float, how: str) -> Flow[None]:
+    scope = call.scope
+    try:
+        encoded = encode_output(output)
+    except StepsError:  # e.g. an object the tool returned; the model sees its text anyway
+        encoded = encode_output(str(output))
+    value = {
+        "state": "done",
+        "tool": tool.name,
+        "args_hash": call.args_hash,
+        "idempotency_key": call.idempotency_key,
+        "output": encoded,
+        "how": how,
+        "node": scope.node,
+        "task_id": scope.task_id,
+        "attempt": scope.attempt,
+        "version": tool.version,
+        "started_at": started,
+        "ended_at": time.time(),
+    }
+    remember(scope.store, scope.thread_id, "tool", call.key)
+    step = _step(tool, call.key, value)
+    yield PutWithStep("tool", call.key, value, scope.thread_id, step, replace=True)
+
+
+def _fail(tool: DurableTool, call: _Call, error: BaseException) -> Flow[None]:
+    value = {
+        "state": "failed",
+        "tool": tool.name,
+        "args_hash": call.args_hash,
+        "idempotency_key": call.idempotency_key,
+        "error": repr(error)[:2000],
+        "error_type": f"{type(error).__module__}.{type(error).__qualname__}",
+        "before_effect": isinstance(error, tool.raises_before_effect),
+    }
+    remember(call.scope.store, call.scope.thread_id, "tool", call.key)
+    yield Upsert("tool", call.key, value, call.scope.thread_id)
+
+
+def _step(tool: DurableTool, key: str, value: dict[str, Any]) -> dict[str, Any]:
+    return step_document(
+        "tool",
+        name=tool.name,
+        node=value.get("node", ""),
+        task_id=value.get("task_id", ""),
+        input_hash=value["args_hash"],
+        output_ref=("tool", key),
+        tool_schema_version=tool.version,
+        started_at=value.get("started_at"),
+        ended_at=value.get("ended_at"),
+        attempt=value.get("attempt", 1),
+        key=key,
+        detail={"how": value.get("how", "run")},
+    )

@@ -1,0 +1,116 @@
+"""How records and steps are stored as text: JSON, sealed with associated data when encrypted.
+
+Associated data (:mod:`tether.checkpointing.binding`): a record is bound to its
+thread, kind and key, a step to its thread and index, each under its own domain
+label; version-1 envelopes were bound to ``|``-joined text and still read.
+"""
+
+from __future__ import annotations
+
+import base64
+import json
+import time
+from typing import Any
+
+from tether.checkpointing import binding
+from tether.checkpointing.encryption import ENV_KEYS, MissingKeyError
+from tether.store._types import Cipher, RawRecord, Record, RecordStoreError, StepPayload
+
+__all__ = ["RecordCodec", "check_names"]
+
+# Marks a stored value as ciphertext; plain JSON always starts with "{".
+_ENCRYPTED = "enc1:"
+
+
+def check_names(kind: str, key: str) -> None:
+    """Refuse a kind or key no backend can file (``':'`` and ``'@'`` separate Redis key parts)."""
+    if not isinstance(kind, str) or not kind or any(c in kind for c in ":|@"):
+        raise RecordStoreError(
+            f"record kind {kind!r} must be a non-empty str without ':', '|' or '@' "
+            "(use a short identifier such as 'model' or 'budget')"
+        )
+    if not isinstance(key, str) or not key:
+        raise RecordStoreError(f"record key {key!r} must be a non-empty str")
+
+
+def _json(value: dict[str, Any]) -> str:
+    if not isinstance(value, dict):
+        raise RecordStoreError(f"record values must be dicts, got {type(value).__name__}")
+    try:
+        return json.dumps(value, separators=(",", ":"), allow_nan=False)
+    except (TypeError, ValueError) as exc:
+        raise RecordStoreError(
+            f"record value is not JSON-serializable ({exc}); store only str, numbers, "
+            "bools, None, lists and dicts"
+        ) from exc
+
+
+class RecordCodec:
+    """Encodes values for a driver and decodes what it returns, with or without a cipher."""
+
+    def __init__(self, cipher: Cipher | None) -> None:
+        self.cipher = cipher
+
+    def _seal(self, text: str, aad: bytes) -> str:
+        if self.cipher is None:
+            return text
+        blob = self.cipher.encrypt(text.encode(), aad)
+        return _ENCRYPTED + base64.b64encode(blob).decode("ascii")
+
+    def _decode(self, payload: str, aad: bytes, v1_aad: bytes, what: str) -> dict[str, Any]:
+        if payload.startswith(_ENCRYPTED):
+            if self.cipher is None:
+                raise MissingKeyError(
+                    f"{what} is encrypted but the checkpointer was opened without a key; set "
+                    f"{ENV_KEYS} to the key ring the store was written with (or pass "
+                    "encryption=KeyRing(...))"
+                )
+            blob = base64.b64decode(payload[len(_ENCRYPTED) :])
+            text = self.cipher.decrypt(blob, aad, what, v1_aad=v1_aad)
+            value: dict[str, Any] = json.loads(text)
+            return value
+        if self.cipher is not None and not getattr(self.cipher, "allow_plaintext", False):
+            raise RecordStoreError(
+                f"{what} is stored in plaintext but encryption is on; refusing to "
+                "trust an unauthenticated value (it may have been written by hand)"
+            )
+        plain: dict[str, Any] = json.loads(payload)
+        return plain
+
+    def raw(
+        self, kind: str, key: str, value: dict[str, Any], thread_id: str, run_id: str | None
+    ) -> RawRecord:
+        """The stored form of a record (``run_id`` already resolved)."""
+        check_names(kind, key)
+        thread = str(thread_id)
+        payload = self._seal(_json(value), binding.record(thread, kind, key))
+        return RawRecord(kind, key, thread, payload, time.time(), run_id)
+
+    def step(self, thread: str, step: dict[str, Any], run_id: str | None) -> StepPayload:
+        """The stored form of a step, sealed once its index is known (it is bound)."""
+        text = _json(step)  # refuses bad input before anything is written
+        if self.cipher is None:
+            return StepPayload(lambda index: text, text, run_id)
+        return StepPayload(
+            lambda index: self._seal(text, binding.step(thread, index)), None, run_id
+        )
+
+    def record(self, raw: RawRecord) -> Record:
+        """A stored record, decoded and authenticated."""
+        thread, kind, key = raw.thread_id, raw.kind, raw.key
+        value = self._decode(
+            raw.payload,
+            binding.record(thread, kind, key),
+            binding.record_v1(thread, kind, key),
+            f"record {kind!r} {key!r} of thread {thread!r}",
+        )
+        return Record(kind, key, thread, value, raw.created_at, raw.run_id)
+
+    def step_value(self, thread: str, index: int, payload: str) -> dict[str, Any]:
+        """A stored step, decoded and authenticated."""
+        return self._decode(
+            payload,
+            binding.step(thread, index),
+            binding.step_v1(thread, index),
+            f"step {index} of thread {thread!r}",
+        )

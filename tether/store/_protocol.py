@@ -1,0 +1,157 @@
+"""Each record-store operation, written once as a flow over the backend calls of :mod:`._io`.
+
+A flow checks and encodes its arguments in the caller's context (where the
+calling node's run id is visible), yields the backend calls, and decodes what
+comes back. ``RecordStore`` runs it with ``await``, ``SyncRecordStore`` from the
+calling thread (:mod:`._io`); neither adds logic of its own.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+from tether import _flows
+from tether.checkpointing.cascade import check_run_ids
+from tether.store._codec import RecordCodec, check_names
+from tether.store._io import (
+    AppendRaw,
+    DeleteRunsRaw,
+    DeleteThreadRaw,
+    Flow,
+    GetRaw,
+    InsertRaw,
+    ListRaw,
+    LoadKeyedHash,
+    PutRawWithStep,
+    StepsRaw,
+    UpsertRaw,
+)
+from tether.store._types import RawRecord, Record
+from tether.store.keyed import KeyedHash
+from tether.store.operations import (
+    AppendStep,
+    DeleteRuns,
+    DeleteThread,
+    Get,
+    IndexedSteps,
+    Insert,
+    List,
+    Operation,
+    PutWithStep,
+    Steps,
+    Upsert,
+)
+from tether.store.operations import KeyedHash as KeyedHashOp
+from tether.store.ownership import forget, resolve_run_id
+
+if TYPE_CHECKING:
+    from tether.store.record import RecordStore
+
+__all__ = ["flow_for"]
+
+
+def flow_for(store: RecordStore, op: Operation) -> Flow[Any]:
+    """The flow that performs ``op`` on ``store``.
+
+    Raises:
+        TypeError: ``op`` is not a record-store operation.
+    """
+    codec = store._codec
+    flow: Flow[Any]
+    match op:
+        case Insert():
+            flow = _insert(codec, op)
+        case Upsert():
+            flow = _upsert(codec, op)
+        case Get():
+            flow = _get(codec, op)
+        case List():
+            flow = _list(codec, op)
+        case AppendStep():
+            flow = _append_step(codec, op)
+        case PutWithStep():
+            flow = _put_with_step(codec, op)
+        case Steps():
+            flow = _steps(codec, op)
+        case IndexedSteps():
+            flow = _indexed_steps(codec, op.thread_id)
+        case DeleteThread():
+            flow = _delete_thread(op)
+        case DeleteRuns():
+            flow = _delete_runs(op)
+        case KeyedHashOp():
+            flow = _keyed_hash(store)
+        case _:
+            _flows.unknown_operation(op, "the record store (tether.store.operations)")
+    return flow
+
+
+def _raw(codec: RecordCodec, op: Insert | Upsert | PutWithStep) -> RawRecord:
+    return codec.raw(op.kind, op.key, op.value, op.thread_id, resolve_run_id(op.run_id))
+
+
+def _insert(codec: RecordCodec, op: Insert) -> Flow[bool]:
+    inserted: bool = yield InsertRaw(_raw(codec, op))
+    return inserted
+
+
+def _upsert(codec: RecordCodec, op: Upsert) -> Flow[None]:
+    yield UpsertRaw(_raw(codec, op))
+
+
+def _get(codec: RecordCodec, op: Get) -> Flow[Record | None]:
+    check_names(op.kind, op.key)
+    raw: RawRecord | None = yield GetRaw(op.kind, op.key)
+    return None if raw is None else codec.record(raw)
+
+
+def _list(codec: RecordCodec, op: List) -> Flow[list[Record]]:
+    check_names(op.kind, "-")
+    thread = None if op.thread_id is None else str(op.thread_id)
+    raws: list[RawRecord] = yield ListRaw(op.kind, thread)
+    return [codec.record(raw) for raw in raws]
+
+
+def _append_step(codec: RecordCodec, op: AppendStep) -> Flow[int]:
+    thread = str(op.thread_id)
+    index: int = yield AppendRaw(thread, codec.step(thread, op.step, resolve_run_id(op.run_id)))
+    return index
+
+
+def _put_with_step(codec: RecordCodec, op: PutWithStep) -> Flow[int | None]:
+    raw = _raw(codec, op)
+    step = codec.step(raw.thread_id, op.step, raw.run_id)
+    index: int | None = yield PutRawWithStep(raw, op.replace, step)
+    return index
+
+
+def _indexed_steps(codec: RecordCodec, thread_id: str) -> Flow[list[tuple[int, dict[str, Any]]]]:
+    thread = str(thread_id)
+    rows: list[tuple[int, str]] = yield StepsRaw(thread)
+    return [(index, codec.step_value(thread, index, payload)) for index, payload in rows]
+
+
+def _steps(codec: RecordCodec, op: Steps) -> Flow[list[dict[str, Any]]]:
+    rows = yield from _indexed_steps(codec, op.thread_id)
+    return [step for _, step in rows]
+
+
+def _delete_thread(op: DeleteThread) -> Flow[None]:
+    thread = str(op.thread_id)
+    yield DeleteThreadRaw(thread)
+    forget([thread])
+
+
+def _delete_runs(op: DeleteRuns) -> Flow[None]:
+    runs = check_run_ids(op.run_ids, "delete_runs")
+    if runs:
+        yield DeleteRunsRaw(runs)
+        forget(None)
+
+
+def _keyed_hash(store: RecordStore) -> Flow[KeyedHash | None]:
+    # Loaded once per store, by RecordStore.keyed_hash; after that no hop to the loop.
+    if store._codec.cipher is None or store._keyed is not None:
+        return store._keyed
+    keyed: KeyedHash | None = yield LoadKeyedHash()
+    return keyed
