@@ -23,6 +23,7 @@ from collections.abc import Coroutine
 from typing import Any, TypeVar
 
 from tether._loops import wait_on_loop
+from tether.boundaries import current_guard
 from tether.store import _io
 from tether.store import operations as ops
 from tether.store._codec import RecordCodec
@@ -49,6 +50,17 @@ __all__ = [
 ]
 
 T = TypeVar("T")
+
+# Writes a stale worker must not make: under a run guard (a worker executing a
+# run), each first checks that the worker still holds the run.
+_WRITES = (ops.Insert, ops.Upsert, ops.AppendStep, ops.PutWithStep)
+
+
+async def _fence() -> None:
+    """Raise ``LeaseLostError`` if a worker executes this code for a run it lost."""
+    guard = current_guard()
+    if guard is not None:
+        await guard.verify()
 
 
 class RecordStore:
@@ -99,6 +111,8 @@ class RecordStore:
         Raises:
             TypeError: ``op`` is not a record-store operation.
         """
+        if isinstance(op, _WRITES):
+            await _fence()
         return await _io.run(flow_for(self, op), self)
 
     async def insert(
@@ -274,6 +288,8 @@ class SyncRecordStore:
 
     def perform(self, op: ops.Operation) -> Any:
         """See :meth:`RecordStore.perform`."""
+        if isinstance(op, _WRITES) and current_guard() is not None:
+            self.call(_fence())
         flow = flow_for(self._store, op)
         return _io.run_sync(flow, self._store, op.method)
 
