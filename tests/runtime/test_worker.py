@@ -155,14 +155,15 @@ async def test_a_killed_worker_s_run_finishes_on_another_with_no_duplicate_effec
 
 
 @pytest.mark.slow
+@pytest.mark.xfail(
+    reason="known defect, open in the runtime issue: checkpoints are fenced by "
+    "verify-then-write, and a worker stopped between the two stored one checkpoint after "
+    "the takeover (PostgreSQL); on SQLite no worker took over while the holder was stopped",
+    strict=False,
+)
 async def test_a_stopped_worker_whose_lease_was_taken_commits_nothing_after_it_wakes(
     runtime: Runtime, workers: Workers, runtime_url: str
 ) -> None:
-    # Open, tracked in the runtime issue: checkpoints are fenced by verify-then-write,
-    # and a worker stopped between the two wrote one checkpoint after the takeover
-    # (seen on PostgreSQL); the fix is the in-transaction fence of the design. On
-    # SQLite no worker took over while the holder was stopped.
-    pytest.skip("a stale worker's in-flight checkpoint write is not fenced in-transaction yet")
     workers.start(2, concurrency=1)
     run = await runtime.create("slow_effect", thread_id="t-stop", input={"n": 7})
     async for event in runtime.follow(run.run_id):
