@@ -69,6 +69,13 @@ class EventBuffer:
             taken, self._pending, self._first_at = self._pending, [], None
         return taken
 
+    def put_back(self, batch: list[BufferedEvent]) -> None:
+        """Return a batch that could not be written, ahead of anything added since."""
+        with self._lock:
+            self._pending[:0] = batch
+            if self._first_at is None:
+                self._first_at = time.monotonic()
+
     def __len__(self) -> int:
         with self._lock:
             return len(self._pending)

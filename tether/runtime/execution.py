@@ -86,14 +86,15 @@ class Execution:
         run = claim.run
         hold = claim.hold
         forget_thread(self.saver, run.thread_id)
-        flusher = asyncio.create_task(self._flush_loop(ctx, hold))
+        done = asyncio.Event()
+        flusher = asyncio.create_task(self._flush_loop(ctx, hold, done))
         try:
             with guarding(ctx):
                 outcome = await self._outcome(run, ctx)
         finally:
-            flusher.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await flusher
+            # Not cancelled: a batch being written when the run ends would be lost.
+            done.set()
+            await flusher
             forget_thread(self.saver, run.thread_id)
         if outcome is None:
             return None
@@ -208,13 +209,19 @@ class Execution:
 
     async def _flush(self, ctx: RunContext, hold: Any) -> None:
         batch = ctx.events.take()
-        if batch:
+        if not batch:
+            return
+        try:
             await self.store.append_events(hold, [NewEvent(e.kind, e.data, e.ns) for e in batch])
+        except BaseException:
+            ctx.events.put_back(batch)  # written by the next flush, in order
+            raise
 
-    async def _flush_loop(self, ctx: RunContext, hold: Any) -> None:
-        while True:
-            await asyncio.sleep(_FLUSH_EVERY)
-            if len(ctx.events) == 0:
+    async def _flush_loop(self, ctx: RunContext, hold: Any, done: asyncio.Event) -> None:
+        while not done.is_set():
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(done.wait(), _FLUSH_EVERY)
+            if done.is_set() or len(ctx.events) == 0:
                 continue
             try:
                 await self._flush(ctx, hold)
