@@ -27,8 +27,8 @@ from langchain_core.runnables import RunnableConfig
 from langgraph.pregel import Pregel
 from langgraph.types import Command, interrupt
 
+from tether._progress import aunfinished, unfinished
 from tether.approvals.errors import ApprovalConfigError
-from tether.runtime import aunfinished, unfinished
 from tether.store import RecordStore
 
 __all__ = [

@@ -24,11 +24,11 @@ from langchain_core.runnables import RunnableConfig
 from langgraph.types import Command
 
 from tether._crashpoints import CRASH_AT_ENV, CRASH_TRACE_ENV
+from tether._progress import aunfinished
 from tether.checkpointing import open_checkpointer
 from tether.crashtest.saver import CrashPointSaver
 from tether.crashtest.steplog import recorded_model_calls
 from tether.crashtest.target import CrashTarget, CrashTestError, load_target
-from tether.runtime import aunfinished
 
 __all__ = ["ChildJob", "drive", "forked_entry", "main", "run_to_file"]
 

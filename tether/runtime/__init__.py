@@ -1,10 +1,63 @@
-"""Running graphs durably: for now, the check every resume is decided by.
+"""The runtime: runs as rows in a run store, executed by workers that hold leases.
 
-:func:`unfinished` (and its async twin :func:`aunfinished`) says whether a
-run has work left, including the case LangGraph's ``get_state().next`` misses:
-a run killed after a step's writes were stored and before its checkpoint was.
+* :class:`Runtime` (async) and :class:`SyncRuntime`: the control plane, usable
+  from any process: create runs, read them, wait, cancel, resume, decide an
+  approval, read and follow a run's events;
+* :class:`Worker` (and ``tether worker``): claims runs of the graphs of one
+  ``langgraph.json`` project and executes them under a fenced lease;
+* :func:`unfinished` / :func:`aunfinished`: whether a thread's run has work
+  left, including the case ``get_state().next`` misses (a run killed after a
+  step's writes were stored and before its checkpoint was).
+
+The design, the guarantees and what a stopped worker can and cannot do are in
+``docs/runtime.md``.
 """
 
-from tether.runtime._progress import aunfinished, unfinished
+from tether._progress import aunfinished, unfinished
+from tether.runtime.api import Runtime
+from tether.runtime.errors import (
+    AlreadyExistsError,
+    AssistantNotFoundError,
+    CronNotFoundError,
+    FenceLostError,
+    InvalidRunRequestError,
+    NotFoundError,
+    ProjectConfigError,
+    RunNotActiveError,
+    RunNotFoundError,
+    RuntimeSchemaError,
+    TenantMismatchError,
+    ThreadBusyError,
+    ThreadNotFoundError,
+    UnknownGraphError,
+)
+from tether.runtime.models import Run, RunEvent, RunStatus, Thread, ThreadStatus
+from tether.runtime.sync import SyncRuntime
+from tether.runtime.worker import Worker
 
-__all__ = ["aunfinished", "unfinished"]
+__all__ = [
+    "AlreadyExistsError",
+    "AssistantNotFoundError",
+    "CronNotFoundError",
+    "FenceLostError",
+    "InvalidRunRequestError",
+    "NotFoundError",
+    "ProjectConfigError",
+    "Run",
+    "RunEvent",
+    "RunNotActiveError",
+    "RunNotFoundError",
+    "RunStatus",
+    "Runtime",
+    "RuntimeSchemaError",
+    "SyncRuntime",
+    "TenantMismatchError",
+    "Thread",
+    "ThreadBusyError",
+    "ThreadNotFoundError",
+    "ThreadStatus",
+    "UnknownGraphError",
+    "Worker",
+    "aunfinished",
+    "unfinished",
+]
