@@ -39,7 +39,7 @@ def _blocking(
 ) -> Callable[Concatenate[SyncRuntime, P], T]:
     """The sync twin of one async ``Runtime`` method: same name, arguments and result."""
 
-    def call(self: SyncRuntime, *args: P.args, **kwargs: P.kwargs) -> T:
+    def call(self: SyncRuntime, /, *args: P.args, **kwargs: P.kwargs) -> T:
         return self._call(method(self.runtime, *args, **kwargs))
 
     call.__name__ = method.__name__
