@@ -3,7 +3,10 @@
 Deciding resumes the paused run in this process, so the command needs the
 graph that runs the thread: ``--graph module:factory`` names a function taking
 the checkpointer and returning the compiled graph (default: ``$TETHER_GRAPH``,
-else the demo's refund agent, ``tether.demo.graph:demo_graph``).
+else the demo's refund agent, ``tether.demo.graph:demo_graph``). With
+``--runtime``, ``--url`` is a run store: the decision is checked and stored the
+same way, and the run's resume is enqueued for whichever ``tether worker`` is
+free.
 """
 
 from __future__ import annotations
@@ -179,7 +182,38 @@ def _report(result: DecisionResult) -> None:
         print("the run finished")
 
 
+def _decide_on_runtime(args: argparse.Namespace) -> int:
+    """Check and store the decision; the run store enqueues the resume for a worker."""
+    from tether.runtime.api import Runtime
+
+    async def main() -> int:
+        async with Runtime(
+            args.url, checkpoints_url=args.checkpoints_url, tenant=args.tenant, **_options(args)
+        ) as rt:
+            edited = None
+            if args.decision == "edit":
+                view = await get_approval(await rt.checkpointer(), args.approval_id)
+                edited = _edited(args, view.request.args)
+            result = await rt.decide(
+                args.thread,
+                args.approval_id,
+                args.decision,
+                by=args.by,
+                roles=args.role or (),
+                args_sha256=args.args_sha256,
+                edited_args=edited,
+                reason=args.reason,
+            )
+        _report(result)
+        return 0
+
+    return asyncio.run(main())
+
+
 def _cmd_decide(args: argparse.Namespace) -> int:
+    if args.runtime:
+        return _decide_on_runtime(args)
+
     async def body(saver: BaseCheckpointSaver[Any]) -> int:
         graph = load_graph(args.graph, saver)
         edited = None
@@ -289,6 +323,14 @@ def register(subparsers: Any) -> None:
             help="why (shown to the agent, audited; required to reject)",
         )
         p.add_argument("--thread", help="the thread (checked against the request)")
+        p.add_argument(
+            "--runtime",
+            action="store_true",
+            help="--url is a run store whose workers own the run: enqueue its resume for "
+            "them instead of running the graph here (--graph is then not used)",
+        )
+        p.add_argument("--checkpoints-url", help="with --runtime: where checkpoints live")
+        p.add_argument("--tenant", default="", help="with --runtime: the run's tenant")
         if decision == "edit":
             p.add_argument(
                 "--set",

@@ -1,4 +1,4 @@
-"""``tether runs``: list, show, follow, create and cancel runs in a run store."""
+"""``tether runs``: list, show, follow, create, resume and cancel runs in a run store."""
 
 from __future__ import annotations
 
@@ -18,8 +18,10 @@ _EXIT = {"success": 0, "interrupted": 0, "error": 1, "timeout": 1, "cancelled": 
 
 
 def register(subparsers: Any) -> None:
-    """Add ``tether runs list|show|events|create|cancel``."""
-    runs = subparsers.add_parser("runs", help="runs in a run store: list, show, events, cancel")
+    """Add ``tether runs list|show|events|create|resume|cancel``."""
+    runs = subparsers.add_parser(
+        "runs", help="runs in a run store: list, show, events, create, resume, cancel"
+    )
     commands = runs.add_subparsers(dest="runs_command", metavar="ACTION", required=True)
 
     def common(parser: argparse.ArgumentParser) -> None:
@@ -56,6 +58,15 @@ def register(subparsers: Any) -> None:
     create.add_argument("--input", default="null", help="the input, as JSON")
     create.add_argument("--wait", action="store_true", help="wait until the run stops")
     create.set_defaults(handler=lambda a: _run(a, _create))
+
+    resume = commands.add_parser(
+        "resume", help="answer an interrupted run's interrupt; a worker continues the run"
+    )
+    common(resume)
+    resume.add_argument("run_id")
+    resume.add_argument("--value", default="null", help="the resume value, as JSON")
+    resume.add_argument("--wait", action="store_true", help="wait until the run stops again")
+    resume.set_defaults(handler=lambda a: _run(a, _resume))
 
     cancel = commands.add_parser("cancel", help="cancel a run")
     common(cancel)
@@ -195,17 +206,35 @@ def _event_json(event: Any) -> dict[str, Any]:
     }
 
 
-async def _create(rt: Any, args: argparse.Namespace) -> int:
+def _json_option(name: str, text: str) -> tuple[bool, Any]:
     try:
-        payload = json.loads(args.input)
+        return True, json.loads(text)
     except json.JSONDecodeError as error:
-        print(f"tether: error: --input is not valid JSON: {error}", file=sys.stderr)
-        return 2
-    run = await rt.create(args.assistant, thread_id=args.thread, input=payload)
+        print(f"tether: error: {name} is not valid JSON: {error}", file=sys.stderr)
+        return False, None
+
+
+async def _report(rt: Any, args: argparse.Namespace, run: Any) -> int:
     if args.wait:
         run = await rt.wait(run.run_id)
     print(json.dumps(_run_json(run), indent=2) if args.json else f"{run.run_id} {run.status}")
     return _EXIT.get(run.status, 0) if args.wait else 0
+
+
+async def _create(rt: Any, args: argparse.Namespace) -> int:
+    ok, payload = _json_option("--input", args.input)
+    if not ok:
+        return 2
+    return await _report(
+        rt, args, await rt.create(args.assistant, thread_id=args.thread, input=payload)
+    )
+
+
+async def _resume(rt: Any, args: argparse.Namespace) -> int:
+    ok, value = _json_option("--value", args.value)
+    if not ok:
+        return 2
+    return await _report(rt, args, await rt.resume(args.run_id, {"resume": value}))
 
 
 async def _cancel(rt: Any, args: argparse.Namespace) -> int:

@@ -28,6 +28,7 @@ from langgraph.checkpoint.base import BaseCheckpointSaver
 
 from tether.approvals import DecisionResult
 from tether.checkpointing.opener import open_checkpointer
+from tether.runtime.errors import InvalidRunRequestError
 from tether.runtime.models import (
     ACTIVE,
     CancelAction,
@@ -284,7 +285,19 @@ class Runtime:
         )
 
     async def resume(self, run_id: str, command: Mapping[str, Any]) -> Run:
-        """Enqueue an ``interrupted`` run again with ``command`` (``{"resume": …}``)."""
+        """Enqueue an ``interrupted`` run again with ``command`` (``{"resume": …}``).
+
+        Raises:
+            InvalidRunRequestError: the run waits on a tether approval, which only a
+                checked decision (:meth:`decide`) answers.
+        """
+        waiting = [w.approval_id for w in (await self.get(run_id)).waiting_on if w.approval_id]
+        if waiting:
+            raise InvalidRunRequestError(
+                f"run {run_id} waits on approval {', '.join(waiting)}: a resume value cannot "
+                "answer it; decide it (Runtime.decide, or `tether approvals approve|reject|edit "
+                "--runtime`)"
+            )
         return await self.store.resume_run(run_id, command, tenant=self.tenant)
 
     async def decide(
