@@ -43,6 +43,7 @@ from tether.steps import read_steps
 __all__ = [
     "CALLS_FILE",
     "CHECKPOINTS_URL",
+    "ORDER",
     "PAYMENTS_FILE",
     "crash_if_asked",
     "refund_order",
