@@ -30,6 +30,13 @@ def test_sync_calls_create_wait_follow_and_cancel_runs(runtime_url: str, workers
 
         with pytest.raises(RunNotFoundError):
             rt.get("no-such-run")
+        # Another tenant sees none of it.
+        other = rt.scoped("globex")
+        assert other.list() == []
+        with pytest.raises(RunNotFoundError):
+            other.get(run.run_id)
+        with pytest.raises(RuntimeError, match="opened and closed by the one it came from"):
+            other.open()
 
 
 def test_a_follow_abandoned_early_leaves_the_runtime_usable(

@@ -63,4 +63,10 @@ def check_id(value: object, what: str) -> str:
         )
     if "\x00" in value:
         raise InvalidRunRequestError(f"{what} {value!r} contains a NUL character")
+    try:
+        value.encode("utf-8")
+    except UnicodeEncodeError as exc:
+        raise InvalidRunRequestError(
+            f"{what} {value!r} is not valid Unicode text (a lone surrogate at position {exc.start})"
+        ) from None
     return value

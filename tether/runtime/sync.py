@@ -54,10 +54,21 @@ class SyncRuntime:
     def __init__(self, url: str, **options: Any) -> None:
         self.runtime = Runtime(url, **options)
         self._thread: LoopThread | None = None
+        self._parent: SyncRuntime | None = None
+
+    def scoped(self, tenant: str) -> SyncRuntime:
+        """The same open runtime acting for ``tenant`` (closing it closes nothing)."""
+        other = SyncRuntime.__new__(SyncRuntime)
+        other.runtime = self.runtime.scoped(tenant)
+        other._thread = None
+        other._parent = self._parent or self
+        return other
 
     # -- lifecycle ------------------------------------------------------------------------
 
     def open(self) -> SyncRuntime:
+        if self._parent is not None:
+            raise RuntimeError("a scoped SyncRuntime is opened and closed by the one it came from")
         if self._thread is not None:
             raise RuntimeError("this SyncRuntime is already open")
         thread = LoopThread("tether-runtime")
@@ -84,7 +95,8 @@ class SyncRuntime:
         self.close()
 
     def _call(self, coro: Awaitable[T]) -> T:
-        if self._thread is None:
+        thread = (self._parent or self)._thread
+        if thread is None:
             if asyncio.iscoroutine(coro):
                 coro.close()
             raise RuntimeError("the SyncRuntime is not open: use `with SyncRuntime(url) as rt:`")
@@ -92,7 +104,7 @@ class SyncRuntime:
         async def run() -> T:
             return await coro
 
-        return wait_on_loop(run(), self._thread.loop, deadlock_message=_DEADLOCK)
+        return wait_on_loop(run(), thread.loop, deadlock_message=_DEADLOCK)
 
     # -- the Runtime's calls ----------------------------------------------------------------
 
@@ -120,5 +132,5 @@ class SyncRuntime:
                     return
         finally:
             aclose = getattr(events, "aclose", None)
-            if aclose is not None and self._thread is not None:
+            if aclose is not None and (self._parent or self)._thread is not None:
                 self._call(aclose())

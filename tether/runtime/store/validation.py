@@ -88,6 +88,28 @@ def _check_stream_mode(kwargs: Mapping[str, Any]) -> None:
         )
 
 
+DURABILITIES = ("sync", "async", "exit")
+
+
+def _check_run_options(kwargs: Mapping[str, Any]) -> None:
+    """The LangGraph options a worker passes on: refused here, not when the run starts."""
+    _check_stream_mode(kwargs)
+    durability = kwargs.get("durability")
+    if durability is not None and durability not in DURABILITIES:
+        raise InvalidRunRequestError(
+            f"durability {durability!r} is unknown; use one of {', '.join(DURABILITIES)}"
+        )
+    for name in ("interrupt_before", "interrupt_after"):
+        nodes = kwargs.get(name)
+        if nodes is None or nodes == "*":
+            continue
+        if not isinstance(nodes, list | tuple) or not all(isinstance(n, str) for n in nodes):
+            raise InvalidRunRequestError(f"{name} must be '*' or a list of node names")
+    checkpoint_id = kwargs.get("checkpoint_id")
+    if checkpoint_id is not None:
+        check_id(checkpoint_id, "checkpoint_id")
+
+
 def _command(request: NewRun) -> InputKind:
     if request.command is None:
         return "input"
@@ -140,7 +162,7 @@ def validate(request: NewRun, *, now: datetime) -> ValidRun:
     if not isinstance(attempts, int) or isinstance(attempts, bool) or attempts < 1:
         raise InvalidRunRequestError(f"max_attempts must be an integer >= 1, got {attempts!r}")
     kwargs = dict(check_mapping(request.kwargs, "kwargs"))
-    _check_stream_mode(kwargs)
+    _check_run_options(kwargs)
     stateless = thread_id is None
     on_completion = request.on_completion or ("delete" if stateless else "keep")
     temporary = stateless and on_completion == "delete"
