@@ -21,9 +21,9 @@ from tests.backends import BACKENDS, Backend
 from tests.checkpointing.encryption_helpers import ring
 from tests.raw_storage import READERS
 from tether.checkpointing import SCHEMES
-from tether.checkpointing import backends as registry
-from tether.checkpointing.delegating import DelegatingSaver, innermost
-from tether.checkpointing.encrypted import EncryptedSaver
+from tether.checkpointing import _backends as registry
+from tether.checkpointing._delegating import DelegatingSaver, innermost
+from tether.checkpointing._encrypted import EncryptedSaver
 from tether.errors import ConfigurationError, MissingDependencyError
 from tether.store import store_for
 
@@ -98,7 +98,7 @@ def test_using_one_backend_loads_no_other_backends_driver() -> None:
     loaded = _loaded_after(
         "import asyncio\n"
         "from tether import open_checkpointer\n"
-        "from tether.checkpointing.backends import backend_of\n"
+        "from tether.checkpointing._backends import backend_of\n"
         "from tether.store import store_for\n"
         "async def main():\n"
         "    async with open_checkpointer('memory://', encryption=False) as saver:\n"
@@ -106,7 +106,7 @@ def test_using_one_backend_loads_no_other_backends_driver() -> None:
         "        await store_for(saver).insert('model', 'k', {}, thread_id='t')\n"
         "asyncio.run(main())"
     )
-    assert "tether.checkpointing.backends" in loaded
+    assert "tether.checkpointing._backends" in loaded
     drivers = [m for m in loaded if any(m == d or m.startswith(d + ".") for d in _DRIVERS)]
     assert drivers == []
 

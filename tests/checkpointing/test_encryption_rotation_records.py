@@ -24,7 +24,7 @@ from langgraph.checkpoint.base import empty_checkpoint
 from tests.backends import Backend
 from tests.checkpointing.encryption_helpers import key, ring, spec
 from tether.approvals import Approvers, Stop, decide, list_approvals, requires_approval
-from tether.checkpointing.encrypted import EncryptedSaver
+from tether.checkpointing._encrypted import EncryptedSaver
 from tether.checkpointing.encryption import KeyRing, UnknownKeyError
 from tether.checkpointing.rotation import rotate_keys
 from tether.cli import main

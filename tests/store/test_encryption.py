@@ -6,7 +6,7 @@ import pytest
 
 from tests.backends import Backend
 from tests.checkpointing.encryption_helpers import ring
-from tether.checkpointing.encrypted import EncryptedSaver
+from tether.checkpointing._encrypted import EncryptedSaver
 from tether.checkpointing.encryption import MissingKeyError, TamperedCiphertextError
 from tether.store import RecordStoreError, store_for
 from tether.store.record import RawRecord

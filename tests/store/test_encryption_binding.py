@@ -19,7 +19,7 @@ from tests.checkpointing.envelopes_v1 import (
     record_payload_v1,
     step_payload_v1,
 )
-from tether.checkpointing.encrypted import EncryptedSaver
+from tether.checkpointing._encrypted import EncryptedSaver
 from tether.checkpointing.encryption import KeyRing, MissingKeyError, TamperedCiphertextError
 from tether.checkpointing.rotation import rotate_keys
 from tether.store import RecordStore, store_for

@@ -5,9 +5,9 @@ for ``memory://``, ``sqlite:///``, ``postgresql://`` or ``redis://``, each with
 the full capability set of LangGraph's conformance suite.
 """
 
-from tether.checkpointing.opener import open_checkpointer
-from tether.checkpointing.sync import open_checkpointer_sync
-from tether.checkpointing.url import SCHEMES, CheckpointerURL, parse_url
+from tether.checkpointing._opener import open_checkpointer
+from tether.checkpointing._sync import open_checkpointer_sync
+from tether.checkpointing._url import SCHEMES, CheckpointerURL, parse_url
 
 __all__ = [
     "SCHEMES",

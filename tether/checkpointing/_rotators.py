@@ -9,7 +9,7 @@ the rotation never loses its write. See ``rotation.py``.
 
 This module holds what they share; each backend's rewriter lives in its own
 module (``_rotators_memory``, ``_rotators_sql``, ``_rotators_redis``), found
-through :mod:`tether.checkpointing.backends`.
+through :mod:`tether.checkpointing._backends`.
 """
 
 from __future__ import annotations
@@ -19,7 +19,7 @@ from dataclasses import dataclass, field, fields
 from typing import Any
 
 from tether.checkpointing import binding
-from tether.checkpointing.encrypted import SEALED_METADATA_KEY
+from tether.checkpointing._encrypted import SEALED_METADATA_KEY
 from tether.checkpointing.encryption import KeyRing
 
 __all__ = ["Counts", "Rotator", "ThreadPass", "sealed_metadata", "secret_slot"]

@@ -35,10 +35,10 @@ from typing import Any
 
 from langgraph.checkpoint.base import BaseCheckpointSaver
 
+from tether.checkpointing._backends import backend_of
+from tether.checkpointing._delegating import DelegatingSaver, innermost
+from tether.checkpointing._encrypted import EncryptedSaver
 from tether.checkpointing._rotators import Counts, ThreadPass
-from tether.checkpointing.backends import backend_of
-from tether.checkpointing.delegating import DelegatingSaver, innermost
-from tether.checkpointing.encrypted import EncryptedSaver
 from tether.errors import ConfigurationError
 
 __all__ = ["RotationReport", "encrypted_layer", "rotate_keys"]

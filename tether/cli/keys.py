@@ -7,8 +7,8 @@ import asyncio
 import sys
 from typing import Any
 
+from tether.checkpointing._opener import open_checkpointer
 from tether.checkpointing.encryption import ENV_KEYS, KeyRing, MissingKeyError
-from tether.checkpointing.opener import open_checkpointer
 from tether.checkpointing.rotation import RotationReport, rotate_keys
 
 __all__ = ["register"]

@@ -34,8 +34,8 @@ __all__ = ["PRELOAD", "run_forked"]
 PRELOAD = [
     "tether.crashtest.child",
     "tether.steps",
-    "tether.checkpointing.sqlite",
-    "tether.checkpointing.postgres",
+    "tether.checkpointing._sqlite",
+    "tether.checkpointing._postgres",
     "tether.checkpointing.redis",
     "langgraph.prebuilt",
 ]

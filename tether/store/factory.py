@@ -8,8 +8,8 @@ from typing import Any
 
 from langgraph.checkpoint.base import BaseCheckpointSaver
 
-from tether.checkpointing.backends import backend_of, known_backends
-from tether.checkpointing.delegating import DelegatingSaver, innermost
+from tether.checkpointing._backends import backend_of, known_backends
+from tether.checkpointing._delegating import DelegatingSaver, innermost
 from tether.errors import ConfigurationError
 from tether.store.record import Cipher, RecordDriver, RecordStore
 

@@ -24,7 +24,7 @@ import builtins
 from collections.abc import Awaitable, Callable
 from typing import Any
 
-from tether.checkpointing.redis.prefixes import records_prefix
+from tether.checkpointing.redis._prefixes import records_prefix
 from tether.store.record import RawRecord, RecordStoreError, StepPayload
 
 __all__ = ["RedisDriver", "tether_prefix"]
@@ -154,7 +154,7 @@ def tether_prefix(checkpoint_prefix: str) -> str:
     """The key prefix for tether's records, derived from the saver's checkpoint prefix.
 
     Distinct for distinct key prefixes (``acme`` and ``acme_`` included); see
-    :mod:`tether.checkpointing.redis.prefixes`.
+    :mod:`tether.checkpointing.redis._prefixes`.
     """
     return records_prefix(checkpoint_prefix)
 

@@ -16,9 +16,9 @@ from langgraph.checkpoint.redis.util import (
 )
 from redis.commands.search.document import Document
 
-from tether.checkpointing.redis.base import doc_field
-from tether.checkpointing.redis.matching import EVERYTHING, Match
-from tether.checkpointing.redis.reading import Reading, StoredId
+from tether.checkpointing.redis._base import doc_field
+from tether.checkpointing.redis._matching import EVERYTHING, Match
+from tether.checkpointing.redis._reading import Reading, StoredId
 
 __all__ = ["Listing", "uuid6_millis"]
 

@@ -8,9 +8,9 @@ from typing import Any
 
 from langgraph.checkpoint.base import BaseCheckpointSaver
 
-from tether.checkpointing.backends import BackendEntry, backend_named
+from tether.checkpointing._backends import BackendEntry, backend_named
+from tether.checkpointing._url import parse_url, redact
 from tether.checkpointing.encryption import ENV_KEYS, KeyRing, MissingKeyError
-from tether.checkpointing.url import parse_url, redact
 from tether.errors import ConfigurationError
 
 __all__ = ["open_checkpointer"]
@@ -76,7 +76,7 @@ async def open_checkpointer(url: str, **options: Any) -> AsyncIterator[BaseCheck
     Yields:
         A set-up ``BaseCheckpointSaver`` with every capability of LangGraph's
         conformance suite (``delete_for_runs``, ``copy_thread``, ``prune``);
-        an :class:`~tether.checkpointing.encrypted.EncryptedSaver` around it
+        an :class:`~tether.checkpointing._encrypted.EncryptedSaver` around it
         when encryption is on.
 
     Raises:
@@ -101,7 +101,7 @@ async def open_checkpointer(url: str, **options: Any) -> AsyncIterator[BaseCheck
             await _refuse_sealed_store(backend, saver, url)
             yield saver
         else:
-            from tether.checkpointing.encrypted import EncryptedSaver
+            from tether.checkpointing._encrypted import EncryptedSaver
             from tether.store import store_for
 
             layer = EncryptedSaver(saver, ring, searchable_metadata=searchable)

@@ -34,7 +34,7 @@ if TYPE_CHECKING:
     from langgraph.checkpoint.base import BaseCheckpointSaver
 
     from tether.checkpointing._rotators import Rotator
-    from tether.checkpointing.url import CheckpointerURL
+    from tether.checkpointing._url import CheckpointerURL
     from tether.store.record import RecordDriver
 
 __all__ = ["BACKENDS", "BackendEntry", "backend_named", "backend_of", "known_backends"]
@@ -116,7 +116,7 @@ _ENTRIES = (
         label="in-memory",
         extra=None,
         saver_class="langgraph.checkpoint.memory:InMemorySaver",
-        opener="tether.checkpointing.memory:open_memory",
+        opener="tether.checkpointing._memory:open_memory",
         record_driver="tether.store.memory:MemoryDriver",
         rotator="tether.checkpointing._rotators_memory:MemoryRotator",
         records_on_saver=False,
@@ -126,7 +126,7 @@ _ENTRIES = (
         label="SQLite",
         extra=None,
         saver_class="langgraph.checkpoint.sqlite.aio:AsyncSqliteSaver",
-        opener="tether.checkpointing.sqlite:open_sqlite",
+        opener="tether.checkpointing._sqlite:open_sqlite",
         record_driver="tether.store.sqlite:SqliteDriver",
         rotator="tether.checkpointing._rotators_sql:SqliteRotator",
     ),
@@ -135,7 +135,7 @@ _ENTRIES = (
         label="PostgreSQL",
         extra="postgres",
         saver_class="langgraph.checkpoint.postgres.aio:AsyncPostgresSaver",
-        opener="tether.checkpointing.postgres:open_postgres",
+        opener="tether.checkpointing._postgres:open_postgres",
         record_driver="tether.store.postgres:PostgresDriver",
         rotator="tether.checkpointing._rotators_sql:PostgresRotator",
     ),

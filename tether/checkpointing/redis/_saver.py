@@ -8,15 +8,15 @@ from typing import Any
 from langchain_core.runnables import RunnableConfig
 
 from tether.checkpointing._bridge import SyncBridge
-from tether.checkpointing.cascade import (
+from tether.checkpointing._cascade import (
     check_run_ids,
     delete_records_of_runs,
     delete_records_of_threads,
 )
-from tether.checkpointing.redis.copying import Copying
-from tether.checkpointing.redis.listing import Listing
-from tether.checkpointing.redis.pruning import Pruning
-from tether.checkpointing.redis.saving import Saving
+from tether.checkpointing.redis._copying import Copying
+from tether.checkpointing.redis._listing import Listing
+from tether.checkpointing.redis._pruning import Pruning
+from tether.checkpointing.redis._saving import Saving
 
 __all__ = ["RedisSaver"]
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 from langgraph.checkpoint.redis.base import REDIS_KEY_SEPARATOR
 from langgraph.checkpoint.redis.util import to_storage_safe_id
 
-from tether.checkpointing.redis.base import RedisBase, doc_field
+from tether.checkpointing.redis._base import RedisBase, doc_field
 
 __all__ = ["Copying"]
 

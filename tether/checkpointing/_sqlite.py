@@ -12,13 +12,13 @@ from langgraph.checkpoint.base import CheckpointTuple
 from langgraph.constants import TASKS
 
 from tether.checkpointing._bridge import SyncBridge, read_all
-from tether.checkpointing.cascade import (
+from tether.checkpointing._cascade import (
     check_run_ids,
     check_thread_ids,
     delete_records_of_runs,
     delete_records_of_threads,
 )
-from tether.checkpointing.prune import (
+from tether.checkpointing._prune import (
     DELTA_MARKERS,
     CheckpointRow,
     check_prune_args,
@@ -28,7 +28,7 @@ from tether.checkpointing.prune import (
     sends_parent_candidates,
     uses_delta_channel,
 )
-from tether.checkpointing.url import CheckpointerURL
+from tether.checkpointing._url import CheckpointerURL
 from tether.errors import BackendUnavailableError, ConfigurationError
 
 try:
@@ -138,7 +138,7 @@ class SqliteSaver(SyncBridge, AsyncSqliteSaver):
     async def aprune(self, thread_ids: Sequence[str], *, strategy: str = "keep_latest") -> None:
         """Delete threads, or keep each namespace's latest checkpoint.
 
-        ``"keep_latest"`` follows the rules in :mod:`tether.checkpointing.prune`,
+        ``"keep_latest"`` follows the rules in :mod:`tether.checkpointing._prune`,
         the same on every backend; each thread is pruned in one transaction.
 
         Args:

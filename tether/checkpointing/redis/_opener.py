@@ -9,9 +9,9 @@ from typing import Any
 from redis.asyncio import Redis
 from redis.exceptions import RedisError
 
-from tether.checkpointing.redis.prefixes import check_records_layout, saver_prefixes
-from tether.checkpointing.redis.saver import RedisSaver
-from tether.checkpointing.url import CheckpointerURL, redact
+from tether.checkpointing._url import CheckpointerURL, redact
+from tether.checkpointing.redis._prefixes import check_records_layout, saver_prefixes
+from tether.checkpointing.redis._saver import RedisSaver
 from tether.errors import BackendUnavailableError, ConfigurationError, MissingRedisModuleError
 
 __all__ = ["open_redis", "required_modules"]
@@ -43,7 +43,7 @@ async def open_redis(url: CheckpointerURL, **options: Any) -> AsyncIterator[Redi
     Args:
         url: The parsed ``redis://`` or ``rediss://`` URL.
         **options: ``key_prefix`` (isolates several tether deployments in one
-            Redis; see :mod:`~tether.checkpointing.redis.prefixes`), ``ttl``
+            Redis; see :mod:`~tether.checkpointing.redis._prefixes`), ``ttl``
             (passed to the saver), ``connect_timeout`` in seconds.
     """
     unknown = set(options) - _OPTIONS

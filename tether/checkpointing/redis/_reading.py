@@ -16,8 +16,8 @@ from langgraph.checkpoint.base import (
 from langgraph.checkpoint.redis.util import from_storage_safe_id, from_storage_safe_str
 from langgraph.constants import TASKS
 
-from tether.checkpointing.redis.base import RedisBase
-from tether.checkpointing.redis.serde import TYPED_VALUES, load_values
+from tether.checkpointing.redis._base import RedisBase
+from tether.checkpointing.redis._serde import TYPED_VALUES, load_values
 
 __all__ = ["Reading", "StoredId"]
 

@@ -12,14 +12,14 @@ from langchain_core.runnables import RunnableConfig
 from langgraph.checkpoint.base import CheckpointTuple
 
 from tether.checkpointing._bridge import SyncBridge, read_all
-from tether.checkpointing.cascade import (
+from tether.checkpointing._cascade import (
     check_run_ids,
     check_thread_ids,
     delete_records_of_runs,
     delete_records_of_threads,
 )
-from tether.checkpointing.prune import check_prune_args
-from tether.checkpointing.url import CheckpointerURL, redact
+from tether.checkpointing._prune import check_prune_args
+from tether.checkpointing._url import CheckpointerURL, redact
 from tether.errors import BackendUnavailableError, ConfigurationError, MissingDependencyError
 
 try:

@@ -40,8 +40,8 @@ from langgraph.checkpoint.base import (
 
 from tether.checkpointing import binding
 from tether.checkpointing._bridge import closing_listing
+from tether.checkpointing._delegating import DelegatingSaver
 from tether.checkpointing.binding import name_part
-from tether.checkpointing.delegating import DelegatingSaver
 from tether.checkpointing.encryption import KeyRing, PlaintextRefusedError, aad, aad_part
 from tether.errors import ConfigurationError
 

@@ -7,8 +7,8 @@ from collections.abc import Sequence
 
 from langgraph.checkpoint.redis.util import from_storage_safe_id, to_storage_safe_id
 
-from tether.checkpointing.redis.base import RedisBase, chunks, doc_field
-from tether.checkpointing.redis.matching import Match
+from tether.checkpointing.redis._base import RedisBase, chunks, doc_field
+from tether.checkpointing.redis._matching import Match
 
 __all__ = ["Deleting"]
 

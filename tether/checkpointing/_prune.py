@@ -21,7 +21,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from tether.checkpointing.cascade import check_thread_ids
+from tether.checkpointing._cascade import check_thread_ids
 from tether.errors import ConfigurationError
 
 __all__ = [

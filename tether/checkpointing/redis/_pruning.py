@@ -14,8 +14,8 @@ from langgraph.checkpoint.redis.util import (
 from langgraph.constants import TASKS
 from redis.commands.search.document import Document
 
-from tether.checkpointing.cascade import check_thread_ids
-from tether.checkpointing.prune import (
+from tether.checkpointing._cascade import check_thread_ids
+from tether.checkpointing._prune import (
     CheckpointRow,
     check_prune_args,
     latest_per_namespace,
@@ -24,9 +24,9 @@ from tether.checkpointing.prune import (
     sends_parent_candidates,
     uses_delta_channel,
 )
-from tether.checkpointing.redis.base import doc_field
-from tether.checkpointing.redis.deleting import Deleting
-from tether.checkpointing.redis.matching import Match
+from tether.checkpointing.redis._base import doc_field
+from tether.checkpointing.redis._deleting import Deleting
+from tether.checkpointing.redis._matching import Match
 
 __all__ = ["Pruning"]
 
@@ -41,7 +41,7 @@ class Pruning(Deleting):
         """Prune the checkpoints of ``thread_ids``.
 
         ``"delete"`` removes everything of the threads. ``"keep_latest"``
-        follows the rules in :mod:`tether.checkpointing.prune`, the same on
+        follows the rules in :mod:`tether.checkpointing._prune`, the same on
         every backend.
 
         Raises:

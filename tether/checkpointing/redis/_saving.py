@@ -14,8 +14,8 @@ from langgraph.checkpoint.base import (
 )
 from langgraph.checkpoint.redis.util import to_storage_safe_id, to_storage_safe_str
 
-from tether.checkpointing.redis.base import RedisBase
-from tether.checkpointing.redis.serde import TYPED_VALUES, dump_values
+from tether.checkpointing.redis._base import RedisBase
+from tether.checkpointing.redis._serde import TYPED_VALUES, dump_values
 
 __all__ = ["Saving"]
 

@@ -11,8 +11,8 @@ from langgraph.checkpoint.base import CheckpointTuple
 from langgraph.checkpoint.memory import InMemorySaver
 from langgraph.constants import TASKS
 
-from tether.checkpointing.cascade import check_run_ids, check_thread_ids
-from tether.checkpointing.prune import (
+from tether.checkpointing._cascade import check_run_ids, check_thread_ids
+from tether.checkpointing._prune import (
     CheckpointRow,
     check_prune_args,
     latest_per_namespace,
@@ -21,7 +21,7 @@ from tether.checkpointing.prune import (
     sends_parent_candidates,
     uses_delta_channel,
 )
-from tether.checkpointing.url import CheckpointerURL
+from tether.checkpointing._url import CheckpointerURL
 from tether.errors import ConfigurationError
 
 __all__ = ["MemorySaver", "open_memory"]
@@ -73,7 +73,7 @@ class MemorySaver(InMemorySaver):
     def prune(self, thread_ids: Sequence[str], *, strategy: str = "keep_latest") -> None:
         """Delete threads, or keep each namespace's latest checkpoint.
 
-        ``"keep_latest"`` follows the rules in :mod:`tether.checkpointing.prune`,
+        ``"keep_latest"`` follows the rules in :mod:`tether.checkpointing._prune`,
         the same on every backend.
 
         Args:

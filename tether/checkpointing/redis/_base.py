@@ -14,9 +14,9 @@ from redis.commands.search.document import Document
 from redisvl.index import AsyncSearchIndex  # type: ignore[import-untyped]
 from redisvl.query import FilterQuery  # type: ignore[import-untyped]
 
-from tether.checkpointing.redis.keys import PrefixedKeyRegistry
-from tether.checkpointing.redis.matching import Match
-from tether.checkpointing.redis.serde import RedisSerde
+from tether.checkpointing.redis._keys import PrefixedKeyRegistry
+from tether.checkpointing.redis._matching import Match
+from tether.checkpointing.redis._serde import RedisSerde
 
 __all__ = ["RedisBase", "chunks", "doc_field"]
 
@@ -111,7 +111,7 @@ class RedisBase(AsyncRedisSaver):
     ) -> list[Document]:
         """Every document ``where`` matches exactly (upstream stops at 10,000), page by page.
 
-        The query may return near-twins (see :mod:`~tether.checkpointing.redis.matching`);
+        The query may return near-twins (see :mod:`~tether.checkpointing.redis._matching`);
         they are dropped here, so ``limit`` counts exact matches only.
         """
         found: list[Document] = []

@@ -16,7 +16,7 @@ from typing import Any
 from langgraph.checkpoint.base import BaseCheckpointSaver
 
 from tether._loops import LoopThread
-from tether.checkpointing.opener import open_checkpointer
+from tether.checkpointing._opener import open_checkpointer
 
 __all__ = ["open_checkpointer_sync"]
 
