@@ -113,7 +113,7 @@ def test_using_one_backend_loads_no_other_backends_driver() -> None:
 
 @pytest.mark.parametrize(
     ("name", "driver", "hook"),
-    [("postgres", "psycopg", "tether.store.postgres"), ("redis", "redis", "tether.store.redis")],
+    [("postgres", "psycopg", "tether.store._postgres"), ("redis", "redis", "tether.store._redis")],
 )
 def test_a_missing_driver_names_the_extra_for_the_record_store_too(
     name: str, driver: str, hook: str, monkeypatch: pytest.MonkeyPatch

@@ -16,7 +16,7 @@ from tether.approvals.errors import ApprovalConfigError
 from tether.checkpointing.binding import APPROVAL_ID
 
 if TYPE_CHECKING:
-    from tether.store.keyed import KeyedHash
+    from tether.store._keyed import KeyedHash
 
 __all__ = [
     "ArgsNotJSONError",

@@ -35,7 +35,7 @@ if TYPE_CHECKING:
 
     from tether.checkpointing._rotators import Rotator
     from tether.checkpointing._url import CheckpointerURL
-    from tether.store.record import RecordDriver
+    from tether.store._record import RecordDriver
 
 __all__ = ["BACKENDS", "BackendEntry", "backend_named", "backend_of", "known_backends"]
 
@@ -117,7 +117,7 @@ _ENTRIES = (
         extra=None,
         saver_class="langgraph.checkpoint.memory:InMemorySaver",
         opener="tether.checkpointing._memory:open_memory",
-        record_driver="tether.store.memory:MemoryDriver",
+        record_driver="tether.store._memory:MemoryDriver",
         rotator="tether.checkpointing._rotators_memory:MemoryRotator",
         records_on_saver=False,
     ),
@@ -127,7 +127,7 @@ _ENTRIES = (
         extra=None,
         saver_class="langgraph.checkpoint.sqlite.aio:AsyncSqliteSaver",
         opener="tether.checkpointing._sqlite:open_sqlite",
-        record_driver="tether.store.sqlite:SqliteDriver",
+        record_driver="tether.store._sqlite:SqliteDriver",
         rotator="tether.checkpointing._rotators_sql:SqliteRotator",
     ),
     BackendEntry(
@@ -136,7 +136,7 @@ _ENTRIES = (
         extra="postgres",
         saver_class="langgraph.checkpoint.postgres.aio:AsyncPostgresSaver",
         opener="tether.checkpointing._postgres:open_postgres",
-        record_driver="tether.store.postgres:PostgresDriver",
+        record_driver="tether.store._postgres:PostgresDriver",
         rotator="tether.checkpointing._rotators_sql:PostgresRotator",
     ),
     BackendEntry(
@@ -145,7 +145,7 @@ _ENTRIES = (
         extra="redis",
         saver_class="langgraph.checkpoint.redis.aio:AsyncRedisSaver",
         opener="tether.checkpointing.redis:open_redis",
-        record_driver="tether.store.redis:RedisDriver",
+        record_driver="tether.store._redis:RedisDriver",
         rotator="tether.checkpointing._rotators_redis:RedisRotator",
     ),
 )

@@ -24,7 +24,7 @@ from tether.checkpointing.encryption import KeyRing
 
 __all__ = ["Counts", "Rotator", "ThreadPass", "sealed_metadata", "secret_slot"]
 
-_ENCRYPTED = "enc1:"  # how the record store marks ciphertext (tether.store.record)
+_ENCRYPTED = "enc1:"  # how the record store marks ciphertext (tether.store._record)
 
 
 @dataclass
@@ -181,7 +181,7 @@ class Rotator:
         """Where the store shows it holds envelopes, found cheaply; ``None`` if nowhere.
 
         Looks for the mark every store opened with encryption gets (the keyed-hash
-        secret, see :mod:`tether.store.keyed`), then at a recent checkpoint for
+        secret, see :mod:`tether.store._keyed`), then at a recent checkpoint for
         stores encrypted by versions that left no mark.
         """
         raise NotImplementedError
@@ -189,7 +189,7 @@ class Rotator:
 
 def secret_slot() -> tuple[str, str]:
     """The (kind, key) of the record that marks a store as encrypted."""
-    from tether.store.keyed import SECRET_KEY, SECRET_KIND
+    from tether.store._keyed import SECRET_KEY, SECRET_KIND
 
     return SECRET_KIND, SECRET_KEY
 

@@ -117,7 +117,7 @@ async def rotate_keys(
             ring, or it was tampered with); threads finished before stay done.
     """
     from tether.store import store_for  # the store package builds on this one
-    from tether.store.keyed import SECRET_THREAD
+    from tether.store._keyed import SECRET_THREAD
 
     layer = encrypted_layer(saver)
     backend = innermost(layer)

@@ -30,7 +30,7 @@ from tether.steps.log import step_document
 from tether.steps.parent import wait_for_parent_checkpoint
 from tether.steps.scope import NodeScope, worker_id
 from tether.steps.versions import ensure_pins
-from tether.store.keyed import KeyedHash
+from tether.store._keyed import KeyedHash
 from tether.store.operations import Get, Insert, PutWithStep, Upsert
 from tether.store.operations import KeyedHash as ReadKeyedHash
 

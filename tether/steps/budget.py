@@ -20,7 +20,7 @@ from langgraph.types import interrupt
 from tether.steps.errors import BudgetExceededError
 from tether.steps.log import scope_step
 from tether.steps.scope import BUDGET_KEY, NodeScope
-from tether.store.ownership import on_forget
+from tether.store._ownership import on_forget
 
 __all__ = ["Budget", "Ledger", "Price", "drop_thread", "with_budget"]
 

@@ -14,7 +14,7 @@ from tether.checkpointing.binding import IDEMPOTENCY_KEY, TOOL_ARGS
 from tether.checkpointing.encryption import aad
 
 if TYPE_CHECKING:
-    from tether.store.keyed import KeyedHash
+    from tether.store._keyed import KeyedHash
 
 __all__ = [
     "KEY_PARAM",

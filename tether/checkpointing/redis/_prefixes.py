@@ -6,7 +6,7 @@ With ``key_prefix=P`` every key tether or the saver writes starts with one of
 * ``P_checkpoint_latest:`` (each namespace's latest-checkpoint pointer),
 * ``P_checkpoint_write:`` (pending writes; the index ``P_checkpoint_write``),
 * ``P_checkpoint_write_keys_zset:`` (each checkpoint's write registry),
-* ``P_tether:`` (tether's records and step logs, :mod:`tether.store.redis`).
+* ``P_tether:`` (tether's records and step logs, :mod:`tether.store._redis`).
 
 ``P`` holds no ``:``, and no suffix above ends another, so two prefixes never
 share a namespace (``acme`` and ``acme_`` included). ``P`` holds no glob

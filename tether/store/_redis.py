@@ -25,7 +25,7 @@ from collections.abc import Awaitable, Callable
 from typing import Any
 
 from tether.checkpointing.redis._prefixes import records_prefix
-from tether.store.record import RawRecord, RecordStoreError, StepPayload
+from tether.store._record import RawRecord, RecordStoreError, StepPayload
 
 __all__ = ["RedisDriver", "tether_prefix"]
 

@@ -27,6 +27,7 @@ from tether.boundaries import current_guard
 from tether.store import _io
 from tether.store import operations as ops
 from tether.store._codec import RecordCodec
+from tether.store._keyed import KeyedHash, load_keyed_hash
 from tether.store._protocol import flow_for
 from tether.store._types import (
     Cipher,
@@ -36,7 +37,6 @@ from tether.store._types import (
     RecordStoreError,
     StepPayload,
 )
-from tether.store.keyed import KeyedHash, load_keyed_hash
 
 __all__ = [
     "Cipher",
@@ -247,7 +247,7 @@ class RecordStore:
         first use), so it is the same on every worker and across key rotation.
 
         Not a flow like the other operations: the secret is loaded by
-        :func:`~tether.store.keyed.load_keyed_hash`, which is built on them;
+        :func:`~tether.store._keyed.load_keyed_hash`, which is built on them;
         ``sync.keyed_hash()`` and ``perform(KeyedHash())`` run this coroutine
         on the backend's loop until it is loaded, then answer from memory.
         """

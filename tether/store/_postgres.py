@@ -12,7 +12,7 @@ from langgraph.checkpoint.postgres import _ainternal
 from psycopg.rows import dict_row
 from psycopg_pool import AsyncConnectionPool
 
-from tether.store.record import RawRecord, StepPayload
+from tether.store._record import RawRecord, StepPayload
 
 __all__ = ["PostgresDriver"]
 

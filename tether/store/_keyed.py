@@ -26,10 +26,10 @@ import time
 from typing import TYPE_CHECKING
 
 from tether.checkpointing.encryption import aad
-from tether.store.ownership import NO_RUN
+from tether.store._ownership import NO_RUN
 
 if TYPE_CHECKING:
-    from tether.store.record import RecordStore
+    from tether.store._record import RecordStore
 
 __all__ = ["SECRET_KEY", "SECRET_KIND", "SECRET_THREAD", "KeyedHash", "load_keyed_hash"]
 
@@ -67,7 +67,7 @@ async def load_keyed_hash(store: RecordStore) -> KeyedHash:
         RecordStoreError: The stored secret is malformed.
         EncryptionError: The stored secret cannot be decrypted with the ring.
     """
-    from tether.store.record import RecordStoreError  # record.py imports this module
+    from tether.store._record import RecordStoreError  # record.py imports this module
 
     record = await store.get(SECRET_KIND, SECRET_KEY)
     if record is None:

@@ -6,7 +6,7 @@ import asyncio
 import builtins
 import threading
 
-from tether.store.record import RawRecord, StepPayload
+from tether.store._record import RawRecord, StepPayload
 
 __all__ = ["MemoryDriver"]
 

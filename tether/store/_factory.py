@@ -11,7 +11,7 @@ from langgraph.checkpoint.base import BaseCheckpointSaver
 from tether.checkpointing._backends import backend_of, known_backends
 from tether.checkpointing._delegating import DelegatingSaver, innermost
 from tether.errors import ConfigurationError
-from tether.store.record import Cipher, RecordDriver, RecordStore
+from tether.store._record import Cipher, RecordDriver, RecordStore
 
 __all__ = ["store_for"]
 

@@ -13,7 +13,7 @@ import sqlite3
 from collections.abc import Callable
 from typing import Any, TypeVar
 
-from tether.store.record import RawRecord, StepPayload
+from tether.store._record import RawRecord, StepPayload
 
 __all__ = ["SqliteDriver"]
 
