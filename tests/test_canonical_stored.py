@@ -29,7 +29,7 @@ from pydantic import BaseModel
 
 from tether.approvals import args_sha256, canonical_json
 from tether.graphs.scripted import _input_hash
-from tether.steps.codec import canonical_hash
+from tether.steps._codec import canonical_hash
 
 
 class Level(enum.IntEnum):

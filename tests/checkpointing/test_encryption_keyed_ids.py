@@ -25,7 +25,7 @@ from tether.approvals.hashing import approval_id_for, args_sha256
 from tether.checkpointing._encrypted import EncryptedSaver
 from tether.checkpointing.rotation import rotate_keys
 from tether.steps import durable_tool, read_steps
-from tether.steps.codec import canonical_hash
+from tether.steps._codec import canonical_hash
 from tether.store import RecordStore, store_for
 
 AMOUNT = 4217

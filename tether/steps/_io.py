@@ -28,7 +28,7 @@ from langchain_core.runnables.config import run_in_executor
 from langchain_core.tools import BaseTool
 
 from tether import _flows
-from tether.steps.errors import StepsError
+from tether.steps._errors import StepsError
 from tether.store import RecordStore
 from tether.store.operations import Operation as StoreOp
 

@@ -1,8 +1,8 @@
 """A durable tool call, written once as a flow: claim -> execute -> commit.
 
-:func:`tool_flow` is what :class:`~tether.steps.tools.DurableTool` runs for
+:func:`tool_flow` is what :class:`~tether.steps._tools.DurableTool` runs for
 each call inside a graph node, with the sync interpreter of :mod:`._io` from
-``_run`` and the async one from ``_arun``. See :mod:`tether.steps.tools` for
+``_run`` and the async one from ``_arun``. See :mod:`tether.steps._tools` for
 the rules it follows (replay, reconcile, refuse); this module is their code.
 """
 
@@ -16,26 +16,26 @@ from typing import TYPE_CHECKING, Any
 from langchain_core.runnables import RunnableConfig
 
 from tether._crashpoints import crash_point
-from tether.steps._io import Await, Execute, Flow, RunReconcile
-from tether.steps.codec import canonical_hash, decode_output, encode_output
-from tether.steps.errors import (
+from tether.steps._codec import canonical_hash, decode_output, encode_output
+from tether.steps._errors import (
     NonDeterminismError,
     ReconcileResultError,
     StepsError,
     ToolOutcomeUnknownError,
 )
-from tether.steps.idempotency import KEY_PARAM, ReconcileResult, args_digest, idempotency_key
-from tether.steps.known import known, remember
-from tether.steps.log import step_document
-from tether.steps.parent import wait_for_parent_checkpoint
-from tether.steps.scope import NodeScope, worker_id
-from tether.steps.versions import ensure_pins
+from tether.steps._idempotency import KEY_PARAM, ReconcileResult, args_digest, idempotency_key
+from tether.steps._io import Await, Execute, Flow, RunReconcile
+from tether.steps._known import known, remember
+from tether.steps._log import step_document
+from tether.steps._parent import wait_for_parent_checkpoint
+from tether.steps._scope import NodeScope, worker_id
+from tether.steps._versions import ensure_pins
 from tether.store._keyed import KeyedHash
 from tether.store.operations import Get, Insert, PutWithStep, Upsert
 from tether.store.operations import KeyedHash as ReadKeyedHash
 
 if TYPE_CHECKING:
-    from tether.steps.tools import DurableTool
+    from tether.steps._tools import DurableTool
 
 __all__ = ["execution", "tool_flow"]
 

@@ -37,16 +37,16 @@ from langchain_core.utils.function_calling import convert_to_openai_tool
 from pydantic import ConfigDict
 
 from tether._tool_calls import current_tool_call_id, running_tool_call
-from tether.steps._io import execute, execute_sync, run, run_sync
-from tether.steps._tool_flow import execution, tool_flow
-from tether.steps.idempotency import (
+from tether.steps._idempotency import (
     KEY_PARAM,
     Reconcile,
     ReconcileResult,
     hide_key,
     idempotency_key,
 )
-from tether.steps.scope import node_scope
+from tether.steps._io import execute, execute_sync, run, run_sync
+from tether.steps._scope import node_scope
+from tether.steps._tool_flow import execution, tool_flow
 
 __all__ = ["DurableTool", "ReconcileResult", "durable_tool", "idempotency_key"]
 

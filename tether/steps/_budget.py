@@ -17,9 +17,9 @@ from typing import Any, Literal, TypeVar
 
 from langgraph.types import interrupt
 
-from tether.steps.errors import BudgetExceededError
-from tether.steps.log import scope_step
-from tether.steps.scope import BUDGET_KEY, NodeScope
+from tether.steps._errors import BudgetExceededError
+from tether.steps._log import scope_step
+from tether.steps._scope import BUDGET_KEY, NodeScope
 from tether.store._ownership import on_forget
 
 __all__ = ["Budget", "Ledger", "Price", "drop_thread", "with_budget"]

@@ -26,8 +26,8 @@ from langchain_core.outputs import ChatResult
 from langchain_core.runnables import Runnable, RunnableBinding, RunnableConfig
 from pydantic import Field, InstanceOf
 
-from tether.steps.recorder import Recorder
-from tether.steps.runnable import RecordedModel
+from tether.steps._recorder import Recorder
+from tether.steps._runnable import RecordedModel
 
 __all__ = ["RecordedChatModel"]
 

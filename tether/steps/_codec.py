@@ -10,8 +10,8 @@ from typing import Any
 from langchain_core.messages import BaseMessage, messages_from_dict, messages_to_dict
 from pydantic import BaseModel
 
-from tether.steps.errors import StepsError
-from tether.steps.hashing import conversation_hash, dumps
+from tether.steps._errors import StepsError
+from tether.steps._hashing import conversation_hash, dumps
 
 __all__ = ["canonical_hash", "decode_output", "encode_output"]
 

@@ -23,7 +23,7 @@ from typing import Any
 
 from langgraph.checkpoint.base import BaseCheckpointSaver
 
-from tether.steps import budget, known, versions
+from tether.steps import _budget, _known, _versions
 
 __all__ = ["forget_thread"]
 
@@ -52,6 +52,6 @@ def forget_thread(checkpointer: BaseCheckpointSaver[Any], thread_id: str) -> Non
         )
     if not isinstance(thread_id, str) or not thread_id:
         raise TypeError(f"forget_thread needs the thread id as a non-empty str, got {thread_id!r}")
-    known.drop_thread(thread_id)
-    budget.drop_thread(thread_id)
-    versions.drop_thread(thread_id)
+    _known.drop_thread(thread_id)
+    _budget.drop_thread(thread_id)
+    _versions.drop_thread(thread_id)

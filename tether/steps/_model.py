@@ -11,7 +11,7 @@ the wrapper simply calls the model.
 
 A chat model comes back as a :class:`RecordedChatModel` (a ``BaseChatModel``);
 any other Runnable as a :class:`RecordedModel`. Both record through the same
-:class:`~tether.steps.recorder.Recorder`.
+:class:`~tether.steps._recorder.Recorder`.
 """
 
 from __future__ import annotations
@@ -21,10 +21,10 @@ from typing import Any, overload
 from langchain_core.language_models import BaseChatModel
 from langchain_core.runnables import Runnable
 
-from tether.steps import budget as budgets
-from tether.steps.chat import RecordedChatModel
-from tether.steps.recorder import Recorder, default_model_id, model_step
-from tether.steps.runnable import RecordedModel
+from tether.steps import _budget as budgets
+from tether.steps._chat import RecordedChatModel
+from tether.steps._recorder import Recorder, default_model_id, model_step
+from tether.steps._runnable import RecordedModel
 
 __all__ = ["RecordedChatModel", "RecordedModel", "model_step", "recorded"]
 

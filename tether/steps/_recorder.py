@@ -7,8 +7,8 @@ record of the call (thread, checkpoint namespace, the node's task id, the
 call's index within this execution of the node), replays it if found (a
 different input hash raises :class:`NonDeterminismError`), and otherwise calls
 the model and writes the answer durably before returning it. Outside a graph it
-simply calls the model. :class:`~tether.steps.runnable.RecordedModel` and
-:class:`~tether.steps.chat.RecordedChatModel` are thin shells around it.
+simply calls the model. :class:`~tether.steps._runnable.RecordedModel` and
+:class:`~tether.steps._chat.RecordedChatModel` are thin shells around it.
 
 The protocol is one flow (:mod:`._io`) that ``invoke``, ``ainvoke``,
 ``stream`` and ``astream`` hand to the sync or the async interpreter.
@@ -38,16 +38,16 @@ from langchain_core.runnables import Runnable, RunnableConfig
 from pydantic import BaseModel
 
 from tether._crashpoints import crash_point
-from tether.steps import budget as budgets
+from tether.steps import _budget as budgets
+from tether.steps._chunks import as_chunks, assemble
+from tether.steps._codec import canonical_hash, decode_output, encode_output
+from tether.steps._errors import NonDeterminismError
 from tether.steps._io import Await, Flow, Invoke, Pause, Stream, run, run_sync
-from tether.steps.chunks import as_chunks, assemble
-from tether.steps.codec import canonical_hash, decode_output, encode_output
-from tether.steps.errors import NonDeterminismError
-from tether.steps.known import known, remember
-from tether.steps.log import step_document
-from tether.steps.parent import wait_for_parent_checkpoint
-from tether.steps.scope import NodeScope, node_scope, worker_id
-from tether.steps.versions import VersionPins, ensure_pins
+from tether.steps._known import known, remember
+from tether.steps._log import step_document
+from tether.steps._parent import wait_for_parent_checkpoint
+from tether.steps._scope import NodeScope, node_scope, worker_id
+from tether.steps._versions import VersionPins, ensure_pins
 from tether.store.operations import Get, PutWithStep
 
 __all__ = ["Recorder", "default_model_id", "model_step", "structured_schema"]

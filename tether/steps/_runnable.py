@@ -1,7 +1,7 @@
 """A recorded Runnable: any model that is not a chat model, or a chain around one.
 
 Build it with :func:`tether.steps.recorded`; a chat model gets a
-:class:`~tether.steps.chat.RecordedChatModel` instead.
+:class:`~tether.steps._chat.RecordedChatModel` instead.
 """
 
 from __future__ import annotations
@@ -11,8 +11,8 @@ from typing import Any
 
 from langchain_core.runnables import Runnable, RunnableConfig
 
-from tether.steps.budget import Price
-from tether.steps.recorder import Recorder
+from tether.steps._budget import Price
+from tether.steps._recorder import Recorder
 
 __all__ = ["RecordedModel"]
 

@@ -18,9 +18,9 @@ from collections import OrderedDict
 from dataclasses import dataclass, field
 from typing import Any, Literal, TypeVar
 
-from tether.steps.errors import VersionMismatchError
-from tether.steps.log import scope_step
-from tether.steps.scope import PINS_KEY, NodeScope
+from tether.steps._errors import VersionMismatchError
+from tether.steps._log import scope_step
+from tether.steps._scope import PINS_KEY, NodeScope
 
 __all__ = ["VersionPins", "drop_thread", "graph_fingerprint", "pin_versions"]
 

@@ -17,10 +17,10 @@ from typing import Any, Literal
 
 from langgraph.checkpoint.base import BaseCheckpointSaver
 
+from tether.steps._codec import decode_output
+from tether.steps._errors import StepsError
 from tether.steps._io import Flow, run, run_sync
-from tether.steps.codec import decode_output
-from tether.steps.errors import StepsError
-from tether.steps.scope import worker_id
+from tether.steps._scope import worker_id
 from tether.store import Record, store_for
 from tether.store.operations import IndexedSteps, List
 

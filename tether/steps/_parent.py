@@ -15,9 +15,9 @@ import threading
 from collections import OrderedDict
 from typing import Any
 
+from tether.steps._errors import StepsError
 from tether.steps._io import Await, Flow, Sleep
-from tether.steps.errors import StepsError
-from tether.steps.scope import NodeScope
+from tether.steps._scope import NodeScope
 
 __all__ = ["wait_for_parent_checkpoint"]
 
