@@ -37,7 +37,7 @@ from tether.graphs import (
     planned_call,
     read_calls,
 )
-from tether.graphs.scripted import last_tool_result
+from tether.graphs._scripted import last_tool_result
 from tether.steps import read_steps
 
 __all__ = [

@@ -31,7 +31,7 @@ from tether import open_checkpointer_sync
 from tether.checkpointing._delegating import DelegatingSaver
 from tether.checkpointing._encrypted import EncryptedSaver
 from tether.checkpointing.encryption import PlaintextRefusedError
-from tether.crashtest.saver import CrashPointSaver
+from tether.crashtest._saver import CrashPointSaver
 
 # A backstop; the deadlines below fail a hang much sooner.
 pytestmark = pytest.mark.timeout(120)

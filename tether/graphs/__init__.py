@@ -7,19 +7,14 @@
 * :mod:`tether.graphs.refund`: the refund agent from the design articles.
 """
 
-from tether.graphs.payments import (
+from tether.graphs._payments import (
     FakeOrder,
     FakePaymentsError,
     FakePaymentsProvider,
     FakeRefund,
     PaymentCounts,
 )
-from tether.graphs.refund import (
-    RefundGate,
-    build_refund_graph,
-    refund_tools,
-)
-from tether.graphs.scripted import (
+from tether.graphs._scripted import (
     ScriptedCall,
     ScriptedChatModel,
     ScriptError,
@@ -28,6 +23,11 @@ from tether.graphs.scripted import (
     on_first_turn,
     planned_call,
     read_calls,
+)
+from tether.graphs.refund import (
+    RefundGate,
+    build_refund_graph,
+    refund_tools,
 )
 
 __all__ = [

@@ -32,7 +32,7 @@ __all__ = ["PRELOAD", "run_forked"]
 
 # What the fork server imports once, before it forks any child.
 PRELOAD = [
-    "tether.crashtest.child",
+    "tether.crashtest._child",
     "tether.steps",
     "tether.checkpointing._sqlite",
     "tether.checkpointing._postgres",

@@ -19,7 +19,7 @@ from typing import Any
 from urllib.parse import urlsplit, urlunsplit
 
 from tether.checkpointing._url import parse_url, redact
-from tether.crashtest.target import CrashTestError
+from tether.crashtest._target import CrashTestError
 
 __all__ = ["check_url", "fresh_database"]
 

@@ -1,6 +1,6 @@
 """The process the crash harness starts: run or resume one target to completion.
 
-``python -m tether.crashtest.child --target M:A --url URL --workdir DIR --result FILE``
+``python -m tether.crashtest._child --target M:A --url URL --workdir DIR --result FILE``
 opens the checkpointer, wraps it in :class:`CrashPointSaver`, builds the graph,
 and drives the thread until it is finished: from the input if the thread has
 no checkpoint yet, otherwise from where the last process left it. Under
@@ -25,9 +25,9 @@ from langgraph.types import Command
 
 from tether._crashpoints import CRASH_AT_ENV, CRASH_TRACE_ENV
 from tether.checkpointing import open_checkpointer
-from tether.crashtest.saver import CrashPointSaver
-from tether.crashtest.steplog import recorded_model_calls
-from tether.crashtest.target import CrashTarget, CrashTestError, load_target
+from tether.crashtest._saver import CrashPointSaver
+from tether.crashtest._steplog import recorded_model_calls
+from tether.crashtest._target import CrashTarget, CrashTestError, load_target
 from tether.runtime import aunfinished
 
 __all__ = ["ChildJob", "drive", "forked_entry", "main", "run_to_file"]
@@ -145,7 +145,7 @@ def forked_entry(job: ChildJob) -> None:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m tether.crashtest.child")
+    parser = argparse.ArgumentParser(prog="python -m tether.crashtest._child")
     parser.add_argument("--target", required=True)
     parser.add_argument("--url", required=True)
     parser.add_argument("--options", default="{}")

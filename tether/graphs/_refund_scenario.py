@@ -19,8 +19,8 @@ from typing import Annotated, Any, TypedDict
 from langchain_core.messages import AIMessage, AnyMessage, HumanMessage, ToolMessage
 from langgraph.graph.message import add_messages
 
-from tether.graphs.payments import FakeOrder, FakePaymentsProvider
-from tether.graphs.scripted import (
+from tether.graphs._payments import FakeOrder, FakePaymentsProvider
+from tether.graphs._scripted import (
     Conversation,
     ScriptRule,
     after_tool,

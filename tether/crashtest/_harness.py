@@ -29,10 +29,10 @@ from typing import Any
 
 from tether._calllog import read_calls
 from tether._crashpoints import CRASH_AT_ENV, CRASH_TRACE_ENV
-from tether.crashtest.child import ChildJob, forked_entry
-from tether.crashtest.databases import check_url, fresh_database
-from tether.crashtest.launch import run_forked
-from tether.crashtest.target import CrashTarget, CrashTestError, load_target
+from tether.crashtest._child import ChildJob, forked_entry
+from tether.crashtest._databases import check_url, fresh_database
+from tether.crashtest._launch import run_forked
+from tether.crashtest._target import CrashTarget, CrashTestError, load_target
 
 __all__ = ["BoundaryOutcome", "CrashTestReport", "run_crashtest"]
 
@@ -236,7 +236,7 @@ def run_crashtest(
     """Crash test the target ``spec`` (``MODULE:ATTR``) on the database at ``url``.
 
     Args:
-        spec: Names a :class:`CrashTarget` (see :mod:`tether.crashtest.target`).
+        spec: Names a :class:`CrashTarget` (see :mod:`tether.crashtest._target`).
         url: A ``sqlite://``, ``postgresql://`` or ``redis://`` URL; every run
             gets a fresh database (or Redis key prefix) derived from it.
         workers: Boundaries tested at the same time.
