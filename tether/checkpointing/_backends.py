@@ -35,7 +35,7 @@ if TYPE_CHECKING:
 
     from tether.checkpointing._rotators import Rotator
     from tether.checkpointing._url import CheckpointerURL
-    from tether.store._record import RecordDriver
+    from tether.store import RecordDriver
 
 __all__ = ["BACKENDS", "BackendEntry", "backend_named", "backend_of", "known_backends"]
 

@@ -189,7 +189,7 @@ class Rotator:
 
 def secret_slot() -> tuple[str, str]:
     """The (kind, key) of the record that marks a store as encrypted."""
-    from tether.store._keyed import SECRET_KEY, SECRET_KIND
+    from tether.store import SECRET_KEY, SECRET_KIND
 
     return SECRET_KIND, SECRET_KEY
 

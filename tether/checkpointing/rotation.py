@@ -116,8 +116,10 @@ async def rotate_keys(
         EncryptionError: An envelope cannot be opened (its key is not in the
             ring, or it was tampered with); threads finished before stay done.
     """
-    from tether.store import store_for  # the store package builds on this one
-    from tether.store._keyed import SECRET_THREAD
+    from tether.store import (
+        SECRET_THREAD,
+        store_for,  # the store package builds on this one
+    )
 
     layer = encrypted_layer(saver)
     backend = innermost(layer)

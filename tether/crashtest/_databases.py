@@ -18,7 +18,7 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit, urlunsplit
 
-from tether.checkpointing._url import parse_url, redact
+from tether.checkpointing import parse_url, redact
 from tether.crashtest._target import CrashTestError
 
 __all__ = ["check_url", "fresh_database"]

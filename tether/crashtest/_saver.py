@@ -14,7 +14,7 @@ from langchain_core.runnables import RunnableConfig
 from langgraph.checkpoint.base import ChannelVersions, Checkpoint, CheckpointMetadata
 
 from tether._crashpoints import crash_point
-from tether.checkpointing._delegating import DelegatingSaver
+from tether.checkpointing import DelegatingSaver
 
 __all__ = ["CrashPointSaver"]
 

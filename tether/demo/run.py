@@ -32,8 +32,7 @@ from tether._calllog import read_calls
 from tether.approvals import escape_text, format_approval, get_approval
 from tether.checkpointing import open_checkpointer
 from tether.demo.graph import DEMO_DIR_ENV, build_demo_graph
-from tether.graphs._payments import FakePaymentsProvider
-from tether.graphs._refund_scenario import CALLS_FILE, PAYMENTS_FILE, refund_input
+from tether.graphs import CALLS_FILE, PAYMENTS_FILE, FakePaymentsProvider, refund_input
 from tether.runtime import aunfinished
 from tether.steps import Step, read_steps
 

@@ -180,7 +180,7 @@ def crash_target() -> Any:
     ``tether crashtest tether.graphs.refund:crash_target --url sqlite:///crash.db``
     """
     # Imported here: the crash harness imports this package's scripted model.
-    from tether.crashtest._target import CrashTarget
+    from tether.crashtest import CrashTarget
 
     return CrashTarget(
         build=lambda checkpointer, workdir: build_refund_graph(

@@ -20,7 +20,7 @@ from langgraph.types import interrupt
 from tether.steps._errors import BudgetExceededError
 from tether.steps._log import scope_step
 from tether.steps._scope import BUDGET_KEY, NodeScope
-from tether.store._ownership import on_forget
+from tether.store import on_forget
 
 __all__ = ["Budget", "Ledger", "Price", "drop_thread", "with_budget"]
 

@@ -10,11 +10,10 @@ from typing import TYPE_CHECKING, Any, Literal
 
 from pydantic import BaseModel, create_model
 
-from tether.checkpointing.binding import IDEMPOTENCY_KEY, TOOL_ARGS
-from tether.checkpointing.encryption import aad
+from tether.checkpointing import aad, binding
 
 if TYPE_CHECKING:
-    from tether.store._keyed import KeyedHash
+    from tether.store import KeyedHash
 
 __all__ = [
     "KEY_PARAM",
@@ -86,9 +85,9 @@ def idempotency_key(
     """
     parts = (tenant, thread_id, step, tool, args_hash)
     if keyed is not None:
-        return "tether-" + keyed.hexdigest(IDEMPOTENCY_KEY, *parts)[:40]
+        return "tether-" + keyed.hexdigest(binding.IDEMPOTENCY_KEY, *parts)[:40]
     if any("|" in p or "\0" in p for p in (tenant, thread_id, tool, args_hash)):
-        text = aad(IDEMPOTENCY_KEY, *parts)  # starts with a NUL byte, unlike joined text
+        text = aad(binding.IDEMPOTENCY_KEY, *parts)  # starts with a NUL byte, unlike joined text
     else:
         text = "|".join(parts).encode()
     return "tether-" + hashlib.sha256(text).hexdigest()[:40]
@@ -96,7 +95,7 @@ def idempotency_key(
 
 def args_digest(args_hash: str, keyed: KeyedHash | None) -> str:
     """What a record key shows of a call's arguments: their hash, keyed when encrypting."""
-    return args_hash if keyed is None else keyed.hexdigest(TOOL_ARGS, args_hash)
+    return args_hash if keyed is None else keyed.hexdigest(binding.TOOL_ARGS, args_hash)
 
 
 def hide_key(schema: Any) -> Any:

@@ -22,7 +22,7 @@ from tether.steps._errors import StepsError
 from tether.steps._io import Flow, run, run_sync
 from tether.steps._scope import worker_id
 from tether.store import Record, store_for
-from tether.store.operations import IndexedSteps, List
+from tether.store import operations as ops
 
 __all__ = ["Step", "StepKind", "append_step", "read_steps", "read_steps_sync"]
 
@@ -197,11 +197,11 @@ def _step(index: int, doc: dict[str, Any], outputs: dict[tuple[str, str], Any]) 
 
 def _read(thread_id: str) -> Flow[list[Step]]:
     """The thread's steps, each joined with the output its record holds."""
-    docs: list[tuple[int, dict[str, Any]]] = yield IndexedSteps(thread_id)
+    docs: list[tuple[int, dict[str, Any]]] = yield ops.IndexedSteps(thread_id)
     kinds = sorted({d["output_ref"][0] for _, d in docs if d.get("output_ref")})
     outputs: dict[tuple[str, str], Any] = {}
     for kind in kinds:
-        records: list[Record] = yield List(kind, thread_id)
+        records: list[Record] = yield ops.List(kind, thread_id)
         for record in records:
             outputs[(kind, record.key)] = _output(record.value.get("output"))
     return [_step(i, doc, outputs) for i, doc in docs]

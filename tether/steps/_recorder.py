@@ -48,7 +48,7 @@ from tether.steps._log import step_document
 from tether.steps._parent import wait_for_parent_checkpoint
 from tether.steps._scope import NodeScope, node_scope, worker_id
 from tether.steps._versions import VersionPins, ensure_pins
-from tether.store.operations import Get, PutWithStep
+from tether.store import operations as ops
 
 __all__ = ["Recorder", "default_model_id", "model_step", "structured_schema"]
 
@@ -147,7 +147,7 @@ class Recorder:
         pins = (yield Await(partial(ensure_pins, scope))) if scope.pinned else None
         record = None
         if (yield Await(partial(known, scope.store, scope.thread_id, "model", call.key))):
-            record = yield Get("model", call.key)
+            record = yield ops.Get("model", call.key)
         if record is not None:
             recorded_hash = record.value["input_hash"]
             if recorded_hash != call.input_hash:
@@ -184,11 +184,11 @@ class Recorder:
         scope = call.scope
         doc = self._document(call, output, started, plan)
         step = model_step(call.key, doc)
-        index = yield PutWithStep("model", call.key, doc, scope.thread_id, step)
+        index = yield ops.PutWithStep("model", call.key, doc, scope.thread_id, step)
         remember(scope.store, scope.thread_id, "model", call.key)
         if index is None:
             # Another worker recorded this step first: its answer is the run's answer.
-            winner = yield Get("model", call.key)
+            winner = yield ops.Get("model", call.key)
             if winner is not None:
                 return False, decode_output(winner.value["output"], self.schema)
         if plan.ledger is not None:

@@ -8,8 +8,7 @@ from typing import Any
 
 from langgraph.checkpoint.base import BaseCheckpointSaver
 
-from tether.checkpointing._backends import backend_of, known_backends
-from tether.checkpointing._delegating import DelegatingSaver, innermost
+from tether.checkpointing import DelegatingSaver, backend_of, innermost, known_backends
 from tether.errors import ConfigurationError
 from tether.store._record import Cipher, RecordDriver, RecordStore
 

@@ -25,7 +25,7 @@ import os
 import time
 from typing import TYPE_CHECKING
 
-from tether.checkpointing.encryption import aad
+from tether.checkpointing import aad
 from tether.store._ownership import NO_RUN
 
 if TYPE_CHECKING:

@@ -11,7 +11,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 from tether import _flows
-from tether.checkpointing._cascade import check_run_ids
+from tether.checkpointing import check_run_ids
 from tether.store._codec import RecordCodec, check_names
 from tether.store._io import (
     AppendRaw,

@@ -24,7 +24,7 @@ import builtins
 from collections.abc import Awaitable, Callable
 from typing import Any
 
-from tether.checkpointing.redis._prefixes import records_prefix
+from tether.checkpointing.redis import records_prefix
 from tether.store._record import RawRecord, RecordStoreError, StepPayload
 
 __all__ = ["RedisDriver", "tether_prefix"]

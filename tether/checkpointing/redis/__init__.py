@@ -61,7 +61,7 @@ except ImportError as exc:
     raise MissingDependencyError("the Redis checkpointer", "redis") from exc
 
 from tether.checkpointing.redis._opener import open_redis, required_modules  # noqa: E402  # after the check above
-from tether.checkpointing.redis._prefixes import move_records  # noqa: E402  # after the check above
+from tether.checkpointing.redis._prefixes import move_records, records_prefix  # noqa: E402  # after the check above
 from tether.checkpointing.redis._saver import RedisSaver  # noqa: E402  # after the check above
 
-__all__ = ["RedisSaver", "move_records", "open_redis", "required_modules"]
+__all__ = ["RedisSaver", "move_records", "open_redis", "records_prefix", "required_modules"]
