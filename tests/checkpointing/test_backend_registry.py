@@ -125,7 +125,8 @@ def test_a_missing_driver_names_the_extra_for_the_record_store_too(
     monkeypatch.setitem(sys.modules, driver, None)
     for module in [m for m in sys.modules if m.startswith(f"langgraph.checkpoint.{name}")]:
         monkeypatch.setitem(sys.modules, module, None)
-    for module in [m for m in sys.modules if m.startswith((hook, f"tether.checkpointing.{name}"))]:
+    savers = (f"tether.checkpointing.{name}", f"tether.checkpointing._{name}")
+    for module in [m for m in sys.modules if m.startswith((hook, *savers))]:
         monkeypatch.delitem(sys.modules, module)
     entry = registry.backend_named(name)
     with pytest.raises(MissingDependencyError, match=rf"pip install 'tether\[{name}\]'"):
