@@ -33,11 +33,11 @@ from tether.graphs import (
     ScriptedChatModel,
     ScriptRule,
     after_tool,
+    last_tool_result,
     on_first_turn,
     planned_call,
     read_calls,
 )
-from tether.graphs.scripted import last_tool_result
 from tether.steps import read_steps
 
 __all__ = [

@@ -12,8 +12,8 @@ from typing import Any
 from langgraph.checkpoint.base import BaseCheckpointSaver
 
 from tests.backends import Backend
-from tether.checkpointing.backends import backend_of
-from tether.checkpointing.delegating import innermost
+from tether.checkpointing._backends import backend_of
+from tether.checkpointing._delegating import innermost
 from tether.store import store_for
 
 

@@ -19,9 +19,9 @@ from tether._canonical import CanonicalJSONError
 from tether.approvals import ApprovalConfigError, args_sha256, canonical_json
 from tether.approvals.hashing import to_json_value
 from tether.graphs import ScriptedChatModel, ScriptRule
-from tether.graphs.scripted import _input_hash
-from tether.steps.codec import canonical_hash
-from tether.steps.hashing import dumps
+from tether.graphs._scripted import _input_hash
+from tether.steps._codec import canonical_hash
+from tether.steps._hashing import dumps
 
 
 class Customer:

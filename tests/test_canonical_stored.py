@@ -28,8 +28,8 @@ from langchain_core.prompt_values import ChatPromptValue
 from pydantic import BaseModel
 
 from tether.approvals import args_sha256, canonical_json
-from tether.graphs.scripted import _input_hash
-from tether.steps.codec import canonical_hash
+from tether.graphs._scripted import _input_hash
+from tether.steps._codec import canonical_hash
 
 
 class Level(enum.IntEnum):

@@ -38,14 +38,10 @@ if _TYPE_CHECKING:
         requires_approval,
     )
     from tether.checkpointing import (
-        open_checkpointer,
-        open_checkpointer_sync,
-    )
-    from tether.checkpointing.encryption import (
         EncryptionError,
         KeyRing,
-    )
-    from tether.checkpointing.rotation import (
+        open_checkpointer,
+        open_checkpointer_sync,
         rotate_keys,
     )
     from tether.crashtest import (

@@ -30,9 +30,9 @@ from tether.approvals import (
     requires_approval,
 )
 from tether.demo.graph import build_demo_graph
-from tether.graphs.payments import FakePaymentsProvider
-from tether.graphs.refund_scenario import CALLS_FILE, PAYMENTS_FILE, RefundState, refund_input
-from tether.graphs.scripted import read_calls
+from tether.graphs._payments import FakePaymentsProvider
+from tether.graphs._refund_scenario import CALLS_FILE, PAYMENTS_FILE, RefundState, refund_input
+from tether.graphs._scripted import read_calls
 from tether.steps import read_steps
 
 CONFIG: RunnableConfig = {"configurable": {"thread_id": "t1"}}

@@ -15,7 +15,7 @@ from langgraph.types import Command, interrupt
 
 from tests.backends import Backend
 from tests.raw_storage import raw_dump
-from tether.checkpointing.delegating import innermost
+from tether.checkpointing._delegating import innermost
 from tether.checkpointing.encryption import KeyRing
 
 CANARY = "pii-canary-7Hq2xZ@example.org"

@@ -15,7 +15,7 @@ from typing import Any
 from langgraph.checkpoint.base import BaseCheckpointSaver
 
 from tests.backends import Backend
-from tether.checkpointing.delegating import innermost
+from tether.checkpointing._delegating import innermost
 
 Edit = Callable[[dict[str, Any], dict[str, Any]], None]
 

@@ -21,9 +21,9 @@ from tests.backends import BACKENDS, Backend
 from tests.checkpointing.encryption_helpers import ring
 from tests.raw_storage import READERS
 from tether.checkpointing import SCHEMES
-from tether.checkpointing import backends as registry
-from tether.checkpointing.delegating import DelegatingSaver, innermost
-from tether.checkpointing.encrypted import EncryptedSaver
+from tether.checkpointing import _backends as registry
+from tether.checkpointing._delegating import DelegatingSaver, innermost
+from tether.checkpointing._encrypted import EncryptedSaver
 from tether.errors import ConfigurationError, MissingDependencyError
 from tether.store import store_for
 
@@ -98,7 +98,7 @@ def test_using_one_backend_loads_no_other_backends_driver() -> None:
     loaded = _loaded_after(
         "import asyncio\n"
         "from tether import open_checkpointer\n"
-        "from tether.checkpointing.backends import backend_of\n"
+        "from tether.checkpointing._backends import backend_of\n"
         "from tether.store import store_for\n"
         "async def main():\n"
         "    async with open_checkpointer('memory://', encryption=False) as saver:\n"
@@ -106,14 +106,14 @@ def test_using_one_backend_loads_no_other_backends_driver() -> None:
         "        await store_for(saver).insert('model', 'k', {}, thread_id='t')\n"
         "asyncio.run(main())"
     )
-    assert "tether.checkpointing.backends" in loaded
+    assert "tether.checkpointing._backends" in loaded
     drivers = [m for m in loaded if any(m == d or m.startswith(d + ".") for d in _DRIVERS)]
     assert drivers == []
 
 
 @pytest.mark.parametrize(
     ("name", "driver", "hook"),
-    [("postgres", "psycopg", "tether.store.postgres"), ("redis", "redis", "tether.store.redis")],
+    [("postgres", "psycopg", "tether.store._postgres"), ("redis", "redis", "tether.store._redis")],
 )
 def test_a_missing_driver_names_the_extra_for_the_record_store_too(
     name: str, driver: str, hook: str, monkeypatch: pytest.MonkeyPatch
@@ -125,7 +125,8 @@ def test_a_missing_driver_names_the_extra_for_the_record_store_too(
     monkeypatch.setitem(sys.modules, driver, None)
     for module in [m for m in sys.modules if m.startswith(f"langgraph.checkpoint.{name}")]:
         monkeypatch.setitem(sys.modules, module, None)
-    for module in [m for m in sys.modules if m.startswith((hook, f"tether.checkpointing.{name}"))]:
+    savers = (f"tether.checkpointing.{name}", f"tether.checkpointing._{name}")
+    for module in [m for m in sys.modules if m.startswith((hook, *savers))]:
         monkeypatch.delitem(sys.modules, module)
     entry = registry.backend_named(name)
     with pytest.raises(MissingDependencyError, match=rf"pip install 'tether\[{name}\]'"):

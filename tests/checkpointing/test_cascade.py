@@ -26,10 +26,10 @@ from tests.steps.test_budget import looping_agent
 from tether import open_checkpointer_sync
 from tether.approvals import Approvers, Stop, decide, list_approvals, requires_approval
 from tether.graphs import FakePaymentsProvider
+from tether.graphs._refund_scenario import refund_input
 from tether.graphs.refund import build_refund_graph
-from tether.graphs.refund_scenario import refund_input
 from tether.steps import Budget, read_steps, read_steps_sync, recorded
-from tether.steps.budget import _ledgers
+from tether.steps._budget import _ledgers
 from tether.store import store_for
 
 DOOMED, KEPT = "doomed-thread-x1", "kept-thread-y2"

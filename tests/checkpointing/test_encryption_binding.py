@@ -11,7 +11,7 @@ from langgraph.checkpoint.base import BaseCheckpointSaver, empty_checkpoint
 from tests.backends import Backend
 from tests.checkpointing.encryption_helpers import CANARY, ring, run_graph
 from tests.checkpointing.raw_rows import edit_row
-from tether.checkpointing.encrypted import SEALED_METADATA_KEY, EncryptedSaver
+from tether.checkpointing._encrypted import SEALED_METADATA_KEY, EncryptedSaver
 from tether.checkpointing.encryption import (
     EncryptionError,
     KeyRing,

@@ -19,8 +19,8 @@ from tests.checkpointing.encryption_helpers import (
     spec,
 )
 from tether import open_checkpointer_sync
-from tether.checkpointing.delegating import innermost
-from tether.checkpointing.encrypted import EncryptedSaver
+from tether.checkpointing._delegating import innermost
+from tether.checkpointing._encrypted import EncryptedSaver
 
 
 def _check_result(result: dict[str, object]) -> None:

@@ -7,7 +7,7 @@ from langgraph.checkpoint.conformance.capabilities import ALL_CAPABILITIES, Dete
 
 from tests.backends import Backend
 from tests.checkpointing.encryption_helpers import ring
-from tether.checkpointing.encrypted import EncryptedSaver
+from tether.checkpointing._encrypted import EncryptedSaver
 
 
 async def test_full_conformance_with_encryption(backend: Backend) -> None:

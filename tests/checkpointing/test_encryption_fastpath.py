@@ -10,9 +10,9 @@ from langgraph.checkpoint.base import empty_checkpoint
 
 from tests.backends import Backend
 from tests.checkpointing.encryption_helpers import CANARY, ring
-from tether.checkpointing.encrypted import SEALED_METADATA_KEY, EncryptedSaver
+from tether.checkpointing._encrypted import SEALED_METADATA_KEY, EncryptedSaver
+from tether.checkpointing._memory import MemorySaver
 from tether.checkpointing.encryption import NONCE_BYTES, TamperedCiphertextError, aad
-from tether.checkpointing.memory import MemorySaver
 from tether.store import store_for
 
 

@@ -22,10 +22,10 @@ from tests.checkpointing.encryption_helpers import ring
 from tests.raw_storage import raw_dump
 from tether.approvals import Approvers, Stop, decide, list_approvals, request_approval
 from tether.approvals.hashing import approval_id_for, args_sha256
-from tether.checkpointing.encrypted import EncryptedSaver
+from tether.checkpointing._encrypted import EncryptedSaver
 from tether.checkpointing.rotation import rotate_keys
 from tether.steps import durable_tool, read_steps
-from tether.steps.codec import canonical_hash
+from tether.steps._codec import canonical_hash
 from tether.store import RecordStore, store_for
 
 AMOUNT = 4217

@@ -14,7 +14,7 @@ import pytest
 from tests.backends import Backend
 from tests.checkpointing.encryption_helpers import ring, run_graph, spec
 from tether import open_checkpointer
-from tether.checkpointing.encrypted import EncryptedSaver
+from tether.checkpointing._encrypted import EncryptedSaver
 from tether.checkpointing.encryption import KeyRing, MissingKeyError
 from tether.errors import ConfigurationError
 

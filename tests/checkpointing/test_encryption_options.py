@@ -10,7 +10,7 @@ from langgraph.checkpoint.base import empty_checkpoint
 from tests.backends import Backend
 from tests.checkpointing.encryption_helpers import CANARY, ring, spec
 from tether import open_checkpointer
-from tether.checkpointing.encrypted import SEALED_METADATA_KEY, EncryptedSaver
+from tether.checkpointing._encrypted import SEALED_METADATA_KEY, EncryptedSaver
 from tether.checkpointing.encryption import MissingKeyError
 from tether.errors import ConfigurationError
 

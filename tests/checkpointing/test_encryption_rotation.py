@@ -10,7 +10,7 @@ from langgraph.checkpoint.base import BaseCheckpointSaver, empty_checkpoint
 
 from tests.backends import Backend
 from tests.checkpointing.encryption_helpers import CANARY, ring, run_graph, spec
-from tether.checkpointing.encrypted import EncryptedSaver
+from tether.checkpointing._encrypted import EncryptedSaver
 from tether.checkpointing.encryption import KeyRing, UnknownKeyError
 from tether.checkpointing.rotation import RotationReport, rotate_keys
 from tether.cli import main

@@ -24,13 +24,13 @@ from langgraph.checkpoint.base import empty_checkpoint
 from tests.backends import Backend
 from tests.checkpointing.encryption_helpers import key, ring, spec
 from tether.approvals import Approvers, Stop, decide, list_approvals, requires_approval
-from tether.checkpointing.encrypted import EncryptedSaver
+from tether.checkpointing._encrypted import EncryptedSaver
 from tether.checkpointing.encryption import KeyRing, UnknownKeyError
 from tether.checkpointing.rotation import rotate_keys
 from tether.cli import main
 from tether.graphs import FakePaymentsProvider
+from tether.graphs._refund_scenario import refund_effects, refund_input
 from tether.graphs.refund import build_refund_graph
-from tether.graphs.refund_scenario import refund_effects, refund_input
 from tether.steps import read_steps
 from tether.store import store_for
 

@@ -17,7 +17,7 @@ from langgraph.checkpoint.base import BaseCheckpointSaver, empty_checkpoint
 from tests.backends import Backend
 from tests.checkpointing.encryption_helpers import ring
 from tests.checkpointing.raw_rows import edit_row, read_row
-from tether.checkpointing.encrypted import EncryptedSaver
+from tether.checkpointing._encrypted import EncryptedSaver
 from tether.checkpointing.encryption import TamperedCiphertextError
 
 

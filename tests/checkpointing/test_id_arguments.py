@@ -17,7 +17,7 @@ from langgraph.checkpoint.base import BaseCheckpointSaver, empty_checkpoint
 
 from tests.backends import Backend
 from tests.checkpointing.encryption_helpers import ring
-from tether.checkpointing.cascade import check_ids
+from tether.checkpointing._cascade import check_ids
 from tether.errors import TetherError
 
 Saver = BaseCheckpointSaver[Any]

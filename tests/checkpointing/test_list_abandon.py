@@ -28,10 +28,10 @@ from langgraph.checkpoint.base.id import uuid6
 from tests.backends import Backend
 from tests.checkpointing.encryption_helpers import ring
 from tether import open_checkpointer_sync
-from tether.checkpointing.delegating import DelegatingSaver
-from tether.checkpointing.encrypted import EncryptedSaver
+from tether.checkpointing._delegating import DelegatingSaver
+from tether.checkpointing._encrypted import EncryptedSaver
 from tether.checkpointing.encryption import PlaintextRefusedError
-from tether.crashtest.saver import CrashPointSaver
+from tether.crashtest._saver import CrashPointSaver
 
 # A backstop; the deadlines below fail a hang much sooner.
 pytestmark = pytest.mark.timeout(120)

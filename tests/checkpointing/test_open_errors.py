@@ -81,6 +81,13 @@ async def test_redis_without_modules_names_both_missing(servers: dict[str, str])
             pass
 
 
+# The module of tether's saver for each backend, which imports the driver.
+SAVER_MODULES = {
+    "postgres": "tether.checkpointing._postgres",
+    "redis": "tether.checkpointing.redis",
+}
+
+
 @pytest.mark.parametrize(
     ("url_key", "driver", "extra"),
     [("postgres", "psycopg", "postgres"), ("redis", "redis", "redis")],
@@ -99,7 +106,7 @@ async def test_missing_driver_names_the_extra(
     monkeypatch.setitem(sys.modules, driver, None)
     for name in [m for m in sys.modules if m.startswith(f"langgraph.checkpoint.{url_key}")]:
         monkeypatch.setitem(sys.modules, name, None)
-    monkeypatch.delitem(sys.modules, f"tether.checkpointing.{url_key}", raising=False)
+    monkeypatch.delitem(sys.modules, SAVER_MODULES[url_key], raising=False)
     with pytest.raises(MissingDependencyError, match=rf"pip install 'tether\[{extra}\]'"):
         async with open_checkpointer(servers[url_key]):
             pass

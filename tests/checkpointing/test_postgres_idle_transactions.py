@@ -16,7 +16,7 @@ import psycopg
 import pytest
 
 from tests.backends import Backend, fresh_backend
-from tether.checkpointing.postgres import IDLE_TRANSACTION_TIMEOUT_MS
+from tether.checkpointing._postgres import IDLE_TRANSACTION_TIMEOUT_MS
 
 
 @pytest.fixture

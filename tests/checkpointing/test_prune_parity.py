@@ -1,7 +1,7 @@
 """``prune(strategy="keep_latest")`` keeps and deletes the same things on every backend.
 
 The rules are LangGraph's ``AsyncPostgresSaver.aprune`` ones; see
-:mod:`tether.checkpointing.prune`. Each test runs real graphs where LangGraph
+:mod:`tether.checkpointing._prune`. Each test runs real graphs where LangGraph
 can produce the case, and writes checkpoints directly only for the pre-v4
 format, which current LangGraph no longer writes.
 """

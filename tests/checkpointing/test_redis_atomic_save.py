@@ -22,7 +22,7 @@ from redis.asyncio import Redis
 from tests.checkpointing.conftest import Prefixes
 from tests.checkpointing.encryption_helpers import ring
 from tests.checkpointing.gate_graph import build
-from tether.checkpointing.opener import open_checkpointer
+from tether.checkpointing._opener import open_checkpointer
 from tether.store import store_for
 
 

@@ -10,9 +10,9 @@ from redis.asyncio import Redis
 from tests.approvals import graphs
 from tests.checkpointing.conftest import Prefixes
 from tether.approvals import get_approval, list_approvals
-from tether.checkpointing.opener import open_checkpointer
+from tether.checkpointing._opener import open_checkpointer
 from tether.checkpointing.redis import move_records
-from tether.checkpointing.redis.prefixes import records_prefix, saver_prefixes
+from tether.checkpointing.redis._prefixes import records_prefix, saver_prefixes
 from tether.errors import ConfigurationError
 from tether.store import store_for
 

@@ -24,9 +24,9 @@ from langgraph.checkpoint.conformance.test_utils import (
 from redis.asyncio import Redis
 
 from tests.checkpointing.conftest import Prefixes
-from tether.checkpointing.opener import open_checkpointer
+from tether.checkpointing._opener import open_checkpointer
+from tether.checkpointing._sync import open_checkpointer_sync
 from tether.checkpointing.redis import RedisSaver
-from tether.checkpointing.sync import open_checkpointer_sync
 from tether.errors import ConfigurationError
 
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from tether import open_checkpointer
-from tether.checkpointing.url import redact
+from tether.checkpointing._url import redact
 from tether.errors import BackendUnavailableError, ConfigurationError
 
 SECRET = "s3cr3t-Pw"

@@ -24,10 +24,10 @@ from langgraph.prebuilt import ToolNode, tools_condition
 from langgraph.types import Command
 
 from tether.approvals import AlreadyDecidedError, decide, resume_decided
-from tether.crashtest.target import CrashTarget, normalize_state
+from tether.crashtest._target import CrashTarget, normalize_state
 from tether.demo.graph import build_demo_graph
-from tether.graphs.payments import FakePaymentsProvider
-from tether.graphs.refund_scenario import (
+from tether.graphs._payments import FakePaymentsProvider
+from tether.graphs._refund_scenario import (
     CALLS_FILE,
     DEMO_ORDERS,
     PAYMENTS_FILE,
@@ -36,7 +36,7 @@ from tether.graphs.refund_scenario import (
     refund_input,
     refund_script,
 )
-from tether.graphs.scripted import ScriptedChatModel
+from tether.graphs._scripted import ScriptedChatModel
 
 
 def _build_careless(checkpointer: BaseCheckpointSaver[Any], workdir: Path) -> Any:

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from tether.crashtest.harness import (
+from tether.crashtest._harness import (
     BoundaryOutcome,
     CrashTestReport,
     _compare_effects,

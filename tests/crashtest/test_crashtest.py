@@ -10,8 +10,8 @@ import pytest
 from tests.backends import fresh_postgres_database
 from tests.crashtest.conftest import CrashRun
 from tether.cli import main
-from tether.crashtest.harness import run_crashtest
-from tether.crashtest.target import CrashTestError
+from tether.crashtest._harness import run_crashtest
+from tether.crashtest._target import CrashTestError
 
 REFUND = "tether.graphs.refund:crash_target"
 

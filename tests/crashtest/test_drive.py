@@ -11,7 +11,7 @@ from tests.runtime.progress_child import CONFIG, INPUT, build
 from tests.runtime.test_progress import _child, _effects, _killed
 from tether import aunfinished
 from tether.crashtest import CrashTarget
-from tether.crashtest.child import drive
+from tether.crashtest._child import drive
 
 pytestmark = pytest.mark.slow
 

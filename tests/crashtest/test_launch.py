@@ -7,7 +7,7 @@ from concurrent.futures import ThreadPoolExecutor
 import pytest
 
 from tests.crashtest.children import end_as, sleep_long
-from tether.crashtest.launch import run_forked
+from tether.crashtest._launch import run_forked
 
 _EXPECTED = {0: -9, 1: 0, 2: 3}
 

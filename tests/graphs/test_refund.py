@@ -31,9 +31,9 @@ from tether.graphs import (
     planned_call,
     read_calls,
 )
+from tether.graphs._refund_scenario import CALLS_FILE, refund_effects, refund_input
+from tether.graphs._scripted import Conversation
 from tether.graphs.refund import build_refund_graph
-from tether.graphs.refund_scenario import CALLS_FILE, refund_effects, refund_input
-from tether.graphs.scripted import Conversation
 from tether.steps import read_steps
 
 

@@ -9,8 +9,8 @@ from langchain_core.messages import AIMessage, HumanMessage, ToolMessage
 from langchain_core.tools import tool
 
 from tether.graphs import ScriptedChatModel, ScriptError, ScriptRule, read_calls
-from tether.graphs.refund_scenario import refund_script
-from tether.graphs.scripted import after_tool, on_first_turn, planned_call
+from tether.graphs._refund_scenario import refund_script
+from tether.graphs._scripted import after_tool, on_first_turn, planned_call
 
 
 @tool

@@ -29,7 +29,7 @@ from langgraph.errors import GraphRecursionError
 from langgraph.graph import START, StateGraph, add_messages
 from langgraph.types import Command, Send, interrupt
 
-from tether.graphs.scripted import ScriptedChatModel, ScriptRule, on_first_turn
+from tether.graphs._scripted import ScriptedChatModel, ScriptRule, on_first_turn
 from tether.runtime.errors import InvalidRunRequestError
 from tether.runtime.streaming import (
     Event,

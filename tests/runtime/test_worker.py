@@ -18,7 +18,7 @@ from tests.runtime.workers import Workers
 from tether import open_checkpointer
 from tether._calllog import read_calls
 from tether.approvals import get_approval
-from tether.graphs.refund_scenario import CALLS_FILE, refund_effects
+from tether.graphs._refund_scenario import CALLS_FILE, refund_effects
 from tether.runtime.api import Runtime
 from tether.store import store_for
 

@@ -32,15 +32,15 @@ from tether.steps import (
     BudgetExceededError,
     VersionMismatchError,
     forget_thread,
-    known,
     pin_versions,
     recorded,
-    versions,
     with_budget,
 )
-from tether.steps import budget as budgets
-from tether.steps.scope import BUDGET_KEY, PINS_KEY, node_scope
-from tether.steps.versions import VersionPins
+from tether.steps import _budget as budgets
+from tether.steps import _known as known
+from tether.steps import _versions as versions
+from tether.steps._scope import BUDGET_KEY, PINS_KEY, node_scope
+from tether.steps._versions import VersionPins
 
 LIMIT = 1024
 

@@ -6,8 +6,8 @@ import hashlib
 
 from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, ToolMessage
 
-from tether.steps.codec import canonical_hash
-from tether.steps.hashing import dumps, message_fields
+from tether.steps._codec import canonical_hash
+from tether.steps._hashing import dumps, message_fields
 
 
 def from_scratch(messages: list[BaseMessage]) -> str:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import hashlib
 
-from tether.steps.idempotency import idempotency_key
+from tether.steps._idempotency import idempotency_key
 
 ARGS = "9f" * 32
 

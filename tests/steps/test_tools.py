@@ -243,7 +243,7 @@ def _claimed_then_reconciled(hook: Any, effects: list[str]) -> Any:
 async def test_reconcile_must_return_a_reconcile_result_or_none(
     durable_backend: Backend, answer: Any
 ) -> None:
-    from tether.steps.errors import ReconcileResultError
+    from tether.steps._errors import ReconcileResultError
 
     effects: list[str] = []
     node = _claimed_then_reconciled(lambda args, key: answer, effects)

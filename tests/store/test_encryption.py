@@ -6,10 +6,10 @@ import pytest
 
 from tests.backends import Backend
 from tests.checkpointing.encryption_helpers import ring
-from tether.checkpointing.encrypted import EncryptedSaver
+from tether.checkpointing._encrypted import EncryptedSaver
 from tether.checkpointing.encryption import MissingKeyError, TamperedCiphertextError
 from tether.store import RecordStoreError, store_for
-from tether.store.record import RawRecord
+from tether.store._record import RawRecord
 
 
 async def test_values_and_steps_are_stored_encrypted(backend: Backend) -> None:

@@ -19,11 +19,11 @@ from tests.checkpointing.envelopes_v1 import (
     record_payload_v1,
     step_payload_v1,
 )
-from tether.checkpointing.encrypted import EncryptedSaver
+from tether.checkpointing._encrypted import EncryptedSaver
 from tether.checkpointing.encryption import KeyRing, MissingKeyError, TamperedCiphertextError
 from tether.checkpointing.rotation import rotate_keys
 from tether.store import RecordStore, store_for
-from tether.store.record import RawRecord, StepPayload
+from tether.store._record import RawRecord, StepPayload
 
 
 async def _move(store: RecordStore, kind: str, key: str, to_key: str, to_thread: str) -> None:

@@ -59,7 +59,7 @@ from tether.approvals.hashing import (
     keyed_approval_id,
     to_json_value,
 )
-from tether.store.keyed import KeyedHash
+from tether.store import KeyedHash
 
 __all__ = [
     "ApprovalOutcome",

@@ -228,7 +228,7 @@ def audit_document(
         **detail,
     }
     now = time.time()
-    # The step log's document shape (see tether.steps.log.step_document), written
+    # The step log's document shape (see tether.steps._log.step_document), written
     # here so that recording an approval does not import the whole steps layer.
     return {
         "kind": "approval",

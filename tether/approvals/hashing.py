@@ -13,10 +13,10 @@ from typing import TYPE_CHECKING, Any
 from tether._canonical import CanonicalJSONError, to_plain
 from tether._canonical import canonical_json as _canonical_json
 from tether.approvals.errors import ApprovalConfigError
-from tether.checkpointing.binding import APPROVAL_ID
+from tether.checkpointing import binding
 
 if TYPE_CHECKING:
-    from tether.store.keyed import KeyedHash
+    from tether.store import KeyedHash
 
 __all__ = [
     "ArgsNotJSONError",
@@ -79,5 +79,5 @@ def keyed_approval_id(
     anyone who sees the id test guesses of the arguments; an HMAC does not. The
     approver still compares the plain ``args_sha256`` shown beside it.
     """
-    digest = keyed.hexdigest(APPROVAL_ID, str(thread_id), checkpoint_ns, key, str(revision))
+    digest = keyed.hexdigest(binding.APPROVAL_ID, str(thread_id), checkpoint_ns, key, str(revision))
     return "apr_" + digest[:24]

@@ -3,16 +3,62 @@
 ``open_checkpointer(url)`` yields a set-up LangGraph ``BaseCheckpointSaver``
 for ``memory://``, ``sqlite:///``, ``postgresql://`` or ``redis://``, each with
 the full capability set of LangGraph's conformance suite.
+
+The names below are the API; tether's other layers import these too. The
+public modules are :mod:`tether.checkpointing.encryption` (key rings and their
+errors), :mod:`tether.checkpointing.binding` (what each sealed value is bound
+to), :mod:`tether.checkpointing.rotation` (re-sealing under a new key; its
+names here load on first use) and :mod:`tether.checkpointing.redis`. Every
+module whose name starts with ``_`` is internal.
 """
 
-from tether.checkpointing.opener import open_checkpointer
-from tether.checkpointing.sync import open_checkpointer_sync
-from tether.checkpointing.url import SCHEMES, CheckpointerURL, parse_url
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from tether._lazy import lazy_attributes
+from tether.checkpointing._backends import backend_of, known_backends
+from tether.checkpointing._cascade import check_run_ids
+from tether.checkpointing._delegating import DelegatingSaver, innermost
+from tether.checkpointing._opener import open_checkpointer
+from tether.checkpointing._sync import open_checkpointer_sync
+from tether.checkpointing._url import SCHEMES, CheckpointerURL, parse_url, redact
+from tether.checkpointing.encryption import (
+    ENV_KEYS,
+    EncryptionError,
+    KeyRing,
+    MissingKeyError,
+    aad,
+)
+
+if TYPE_CHECKING:
+    from tether.checkpointing.rotation import RotationReport, rotate_keys
 
 __all__ = [
+    "ENV_KEYS",
     "SCHEMES",
     "CheckpointerURL",
+    "DelegatingSaver",
+    "EncryptionError",
+    "KeyRing",
+    "MissingKeyError",
+    "RotationReport",
+    "aad",
+    "backend_of",
+    "check_run_ids",
+    "innermost",
+    "known_backends",
     "open_checkpointer",
     "open_checkpointer_sync",
     "parse_url",
+    "redact",
+    "rotate_keys",
 ]
+
+__getattr__ = lazy_attributes(
+    __name__,
+    {
+        "RotationReport": "tether.checkpointing.rotation",
+        "rotate_keys": "tether.checkpointing.rotation",
+    },
+)

@@ -9,7 +9,7 @@ the rotation never loses its write. See ``rotation.py``.
 
 This module holds what they share; each backend's rewriter lives in its own
 module (``_rotators_memory``, ``_rotators_sql``, ``_rotators_redis``), found
-through :mod:`tether.checkpointing.backends`.
+through :mod:`tether.checkpointing._backends`.
 """
 
 from __future__ import annotations
@@ -19,12 +19,12 @@ from dataclasses import dataclass, field, fields
 from typing import Any
 
 from tether.checkpointing import binding
-from tether.checkpointing.encrypted import SEALED_METADATA_KEY
+from tether.checkpointing._encrypted import SEALED_METADATA_KEY
 from tether.checkpointing.encryption import KeyRing
 
 __all__ = ["Counts", "Rotator", "ThreadPass", "sealed_metadata", "secret_slot"]
 
-_ENCRYPTED = "enc1:"  # how the record store marks ciphertext (tether.store.record)
+_ENCRYPTED = "enc1:"  # how the record store marks ciphertext (tether.store._record)
 
 
 @dataclass
@@ -181,7 +181,7 @@ class Rotator:
         """Where the store shows it holds envelopes, found cheaply; ``None`` if nowhere.
 
         Looks for the mark every store opened with encryption gets (the keyed-hash
-        secret, see :mod:`tether.store.keyed`), then at a recent checkpoint for
+        secret, see :mod:`tether.store._keyed`), then at a recent checkpoint for
         stores encrypted by versions that left no mark.
         """
         raise NotImplementedError
@@ -189,7 +189,7 @@ class Rotator:
 
 def secret_slot() -> tuple[str, str]:
     """The (kind, key) of the record that marks a store as encrypted."""
-    from tether.store.keyed import SECRET_KEY, SECRET_KIND
+    from tether.store import SECRET_KEY, SECRET_KIND
 
     return SECRET_KIND, SECRET_KEY
 

@@ -13,8 +13,8 @@ import json
 from typing import Any
 
 from tether.checkpointing import binding
+from tether.checkpointing._encrypted import SEALED_METADATA_KEY
 from tether.checkpointing._rotators import Rotator, ThreadPass, sealed_metadata, secret_slot
-from tether.checkpointing.encrypted import SEALED_METADATA_KEY
 
 __all__ = ["PostgresRotator", "SqliteRotator"]
 

@@ -35,10 +35,10 @@ from typing import Any
 
 from langgraph.checkpoint.base import BaseCheckpointSaver
 
+from tether.checkpointing._backends import backend_of
+from tether.checkpointing._delegating import DelegatingSaver, innermost
+from tether.checkpointing._encrypted import EncryptedSaver
 from tether.checkpointing._rotators import Counts, ThreadPass
-from tether.checkpointing.backends import backend_of
-from tether.checkpointing.delegating import DelegatingSaver, innermost
-from tether.checkpointing.encrypted import EncryptedSaver
 from tether.errors import ConfigurationError
 
 __all__ = ["RotationReport", "encrypted_layer", "rotate_keys"]
@@ -116,8 +116,10 @@ async def rotate_keys(
         EncryptionError: An envelope cannot be opened (its key is not in the
             ring, or it was tampered with); threads finished before stay done.
     """
-    from tether.store import store_for  # the store package builds on this one
-    from tether.store.keyed import SECRET_THREAD
+    from tether.store import (
+        SECRET_THREAD,
+        store_for,  # the store package builds on this one
+    )
 
     layer = encrypted_layer(saver)
     backend = innermost(layer)

@@ -184,7 +184,7 @@ def _report(result: DecisionResult) -> None:
 
 def _decide_on_runtime(args: argparse.Namespace) -> int:
     """Check and store the decision; the run store enqueues the resume for a worker."""
-    from tether.runtime.api import Runtime
+    from tether.runtime import Runtime
 
     async def main() -> int:
         async with Runtime(

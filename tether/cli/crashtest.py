@@ -51,7 +51,7 @@ def register(subparsers: Any) -> None:
 
 
 def _run(args: argparse.Namespace) -> int:
-    from tether.crashtest.harness import run_crashtest
+    from tether.crashtest import run_crashtest
 
     report = run_crashtest(
         args.target,

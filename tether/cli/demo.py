@@ -13,7 +13,7 @@ __all__ = ["register"]
 
 def _cmd_demo(args: argparse.Namespace) -> int:
     # Imported here so `tether --help` stays fast.
-    from tether.demo.run import run_demo
+    from tether.demo import run_demo
 
     out = functools.partial(print, flush=True)
     return asyncio.run(run_demo(Path(args.dir), out))

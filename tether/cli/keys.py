@@ -7,9 +7,14 @@ import asyncio
 import sys
 from typing import Any
 
-from tether.checkpointing.encryption import ENV_KEYS, KeyRing, MissingKeyError
-from tether.checkpointing.opener import open_checkpointer
-from tether.checkpointing.rotation import RotationReport, rotate_keys
+from tether.checkpointing import (
+    ENV_KEYS,
+    KeyRing,
+    MissingKeyError,
+    RotationReport,
+    open_checkpointer,
+    rotate_keys,
+)
 
 __all__ = ["register"]
 

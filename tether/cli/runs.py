@@ -80,7 +80,7 @@ def register(subparsers: Any) -> None:
 def _run(
     args: argparse.Namespace, action: Callable[[Any, argparse.Namespace], Awaitable[int]]
 ) -> int:
-    from tether.runtime.api import Runtime
+    from tether.runtime import Runtime
 
     if not args.url:
         print("tether: error: --url (or $TETHER_URL) is required", file=sys.stderr)

@@ -43,7 +43,7 @@ def register(subparsers: Any) -> None:
 
 
 def _worker(args: argparse.Namespace) -> int:
-    from tether.runtime.worker import Worker
+    from tether.runtime import Worker
 
     if not args.url:
         print("tether: error: --url (or $TETHER_URL) is required", file=sys.stderr)

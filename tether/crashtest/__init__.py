@@ -19,9 +19,9 @@ from tether._crashpoints import crash_point
 from tether._lazy import lazy_attributes
 
 if TYPE_CHECKING:
-    from tether.crashtest.harness import BoundaryOutcome, CrashTestReport, run_crashtest
-    from tether.crashtest.saver import CrashPointSaver
-    from tether.crashtest.target import (
+    from tether.crashtest._harness import BoundaryOutcome, CrashTestReport, run_crashtest
+    from tether.crashtest._saver import CrashPointSaver
+    from tether.crashtest._target import (
         CrashTarget,
         CrashTestError,
         load_target,
@@ -43,13 +43,13 @@ __all__ = [
 __getattr__ = lazy_attributes(
     __name__,
     {
-        "BoundaryOutcome": "tether.crashtest.harness",
-        "CrashTestReport": "tether.crashtest.harness",
-        "run_crashtest": "tether.crashtest.harness",
-        "CrashPointSaver": "tether.crashtest.saver",
-        "CrashTarget": "tether.crashtest.target",
-        "CrashTestError": "tether.crashtest.target",
-        "load_target": "tether.crashtest.target",
-        "normalize_state": "tether.crashtest.target",
+        "BoundaryOutcome": "tether.crashtest._harness",
+        "CrashTestReport": "tether.crashtest._harness",
+        "run_crashtest": "tether.crashtest._harness",
+        "CrashPointSaver": "tether.crashtest._saver",
+        "CrashTarget": "tether.crashtest._target",
+        "CrashTestError": "tether.crashtest._target",
+        "load_target": "tether.crashtest._target",
+        "normalize_state": "tether.crashtest._target",
     },
 )

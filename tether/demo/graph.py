@@ -25,8 +25,7 @@ from langchain_core.tools import BaseTool
 from langgraph.checkpoint.base import BaseCheckpointSaver
 
 from tether.approvals import Approvers, Escalate, Stop, requires_approval
-from tether.graphs.payments import FakePaymentsProvider
-from tether.graphs.refund import build_refund_graph
+from tether.graphs import FakePaymentsProvider, build_refund_graph
 
 __all__ = [
     "APPROVAL_THRESHOLD_CENTS",

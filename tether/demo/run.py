@@ -33,8 +33,7 @@ from tether._progress import aunfinished
 from tether.approvals import escape_text, format_approval, get_approval
 from tether.checkpointing import open_checkpointer
 from tether.demo.graph import DEMO_DIR_ENV, build_demo_graph
-from tether.graphs.payments import FakePaymentsProvider
-from tether.graphs.refund_scenario import CALLS_FILE, PAYMENTS_FILE, refund_input
+from tether.graphs import CALLS_FILE, PAYMENTS_FILE, FakePaymentsProvider, refund_input
 from tether.steps import Step, read_steps
 
 __all__ = ["EDITED_AMOUNT_CENTS", "run_demo"]

@@ -44,8 +44,8 @@ from langgraph.prebuilt import ToolNode
 from langgraph.types import Send
 
 from tether.approvals import stopped_by_expiry
-from tether.graphs.payments import FakeOrder, FakePaymentsError, FakePaymentsProvider
-from tether.graphs.refund_scenario import (
+from tether.graphs._payments import FakeOrder, FakePaymentsError, FakePaymentsProvider
+from tether.graphs._refund_scenario import (
     CALLS_FILE,
     DEMO_ORDERS,
     PAYMENTS_FILE,
@@ -54,7 +54,7 @@ from tether.graphs.refund_scenario import (
     refund_input,
     refund_script,
 )
-from tether.graphs.scripted import ScriptedChatModel
+from tether.graphs._scripted import ScriptedChatModel
 from tether.steps import ReconcileResult, durable_tool, recorded
 
 __all__ = [
@@ -180,7 +180,7 @@ def crash_target() -> Any:
     ``tether crashtest tether.graphs.refund:crash_target --url sqlite:///crash.db``
     """
     # Imported here: the crash harness imports this package's scripted model.
-    from tether.crashtest.target import CrashTarget
+    from tether.crashtest import CrashTarget
 
     return CrashTarget(
         build=lambda checkpointer, workdir: build_refund_graph(

@@ -27,7 +27,7 @@ from typing import Any, Literal
 from langgraph.checkpoint.base import BaseCheckpointSaver
 
 from tether.approvals import DecisionResult
-from tether.checkpointing.opener import open_checkpointer
+from tether.checkpointing import open_checkpointer
 from tether.runtime.errors import InvalidRunRequestError
 from tether.runtime.models import (
     ACTIVE,

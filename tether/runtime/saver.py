@@ -35,7 +35,7 @@ from langgraph.checkpoint.base import (
 )
 
 from tether.boundaries import current_guard
-from tether.checkpointing.delegating import DelegatingSaver
+from tether.checkpointing import DelegatingSaver
 from tether.runtime.errors import TenantMismatchError
 
 __all__ = ["TENANT_KEY", "RunSaver"]

@@ -34,8 +34,7 @@ from pathlib import Path
 from typing import Any
 
 from tether.boundaries import Fence
-from tether.checkpointing.encryption import ENV_KEYS
-from tether.checkpointing.opener import open_checkpointer
+from tether.checkpointing import ENV_KEYS, open_checkpointer
 from tether.runtime.context import RunContext
 from tether.runtime.errors import FenceLostError
 from tether.runtime.execution import Execution

@@ -1,19 +1,19 @@
 """The wrapper node layer: recorded models, durable tools, the step log, pins and budgets."""
 
-from tether.steps.budget import Budget, Price, with_budget
-from tether.steps.errors import (
+from tether.steps._budget import Budget, Price, with_budget
+from tether.steps._errors import (
     BudgetExceededError,
     NonDeterminismError,
     StepsError,
     ToolOutcomeUnknownError,
     VersionMismatchError,
 )
-from tether.steps.forget import forget_thread
-from tether.steps.log import Step, append_step, read_steps, read_steps_sync
-from tether.steps.model import RecordedChatModel, RecordedModel, recorded
-from tether.steps.tools import DurableTool, ReconcileResult, durable_tool, idempotency_key
-from tether.steps.transcript import ContextBuilder, ContextWindow, transcript_channel
-from tether.steps.versions import VersionPins, graph_fingerprint, pin_versions
+from tether.steps._forget import forget_thread
+from tether.steps._log import Step, append_step, read_steps, read_steps_sync
+from tether.steps._model import RecordedChatModel, RecordedModel, recorded
+from tether.steps._tools import DurableTool, ReconcileResult, durable_tool, idempotency_key
+from tether.steps._transcript import ContextBuilder, ContextWindow, transcript_channel
+from tether.steps._versions import VersionPins, graph_fingerprint, pin_versions
 
 __all__ = [
     "Budget",

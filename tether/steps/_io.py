@@ -28,9 +28,9 @@ from langchain_core.runnables.config import run_in_executor
 from langchain_core.tools import BaseTool
 
 from tether import _flows
-from tether.steps.errors import StepsError
+from tether.steps._errors import StepsError
 from tether.store import RecordStore
-from tether.store.operations import Operation as StoreOp
+from tether.store import operations as ops
 
 __all__ = [
     "Await",
@@ -126,7 +126,7 @@ class Pause:
     ask: Callable[[], Any]
 
 
-Op = StoreOp | Await | Sleep | Invoke | Stream | Execute | RunReconcile | Pause
+Op = ops.Operation | Await | Sleep | Invoke | Stream | Execute | RunReconcile | Pause
 Flow = _flows.Flow[Op, T]
 
 
@@ -159,7 +159,7 @@ def _reconcile_sync(op: RunReconcile) -> Any:
 
 
 def _perform_sync(op: Op, store: RecordStore) -> Any:
-    if isinstance(op, StoreOp):
+    if isinstance(op, ops.Operation):
         return store.sync.perform(op)
     result: Any = None
     match op:
@@ -183,7 +183,7 @@ def _perform_sync(op: Op, store: RecordStore) -> Any:
 
 
 async def _perform(op: Op, store: RecordStore) -> Any:
-    if isinstance(op, StoreOp):
+    if isinstance(op, ops.Operation):
         return await store.perform(op)
     result: Any = None
     match op:

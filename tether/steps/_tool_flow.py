@@ -1,8 +1,8 @@
 """A durable tool call, written once as a flow: claim -> execute -> commit.
 
-:func:`tool_flow` is what :class:`~tether.steps.tools.DurableTool` runs for
+:func:`tool_flow` is what :class:`~tether.steps._tools.DurableTool` runs for
 each call inside a graph node, with the sync interpreter of :mod:`._io` from
-``_run`` and the async one from ``_arun``. See :mod:`tether.steps.tools` for
+``_run`` and the async one from ``_arun``. See :mod:`tether.steps._tools` for
 the rules it follows (replay, reconcile, refuse); this module is their code.
 """
 
@@ -16,26 +16,25 @@ from typing import TYPE_CHECKING, Any
 from langchain_core.runnables import RunnableConfig
 
 from tether._crashpoints import crash_point
-from tether.steps._io import Await, Execute, Flow, RunReconcile
-from tether.steps.codec import canonical_hash, decode_output, encode_output
-from tether.steps.errors import (
+from tether.steps._codec import canonical_hash, decode_output, encode_output
+from tether.steps._errors import (
     NonDeterminismError,
     ReconcileResultError,
     StepsError,
     ToolOutcomeUnknownError,
 )
-from tether.steps.idempotency import KEY_PARAM, ReconcileResult, args_digest, idempotency_key
-from tether.steps.known import known, remember
-from tether.steps.log import step_document
-from tether.steps.parent import wait_for_parent_checkpoint
-from tether.steps.scope import NodeScope, worker_id
-from tether.steps.versions import ensure_pins
-from tether.store.keyed import KeyedHash
-from tether.store.operations import Get, Insert, PutWithStep, Upsert
-from tether.store.operations import KeyedHash as ReadKeyedHash
+from tether.steps._idempotency import KEY_PARAM, ReconcileResult, args_digest, idempotency_key
+from tether.steps._io import Await, Execute, Flow, RunReconcile
+from tether.steps._known import known, remember
+from tether.steps._log import step_document
+from tether.steps._parent import wait_for_parent_checkpoint
+from tether.steps._scope import NodeScope, worker_id
+from tether.steps._versions import ensure_pins
+from tether.store import KeyedHash
+from tether.store import operations as ops
 
 if TYPE_CHECKING:
-    from tether.steps.tools import DurableTool
+    from tether.steps._tools import DurableTool
 
 __all__ = ["execution", "tool_flow"]
 
@@ -111,7 +110,7 @@ def _start(
     tool: DurableTool, scope: NodeScope, args: dict[str, Any], call_id: str | None
 ) -> Flow[tuple[_Call, str, Any]]:
     """The call (under the keys it was first recorded with) and its plan."""
-    call, legacy = _calls(tool, scope, args, call_id, (yield ReadKeyedHash()))
+    call, legacy = _calls(tool, scope, args, call_id, (yield ops.KeyedHash()))
     if legacy is not None and (yield from _recorded_by_older_version(call, legacy)):
         call = legacy
     action, output = yield from _plan(tool, call)
@@ -128,7 +127,7 @@ def _recorded_by_older_version(call: _Call, legacy: _Call) -> Flow[bool]:
         return False
     if legacy.key != call.key:
         return True
-    record = yield Get("tool", legacy.key)  # same key (a tool-call id): which scheme?
+    record = yield ops.Get("tool", legacy.key)  # same key (a tool-call id): which scheme?
     return record is not None and record.value.get("idempotency_key") == legacy.idempotency_key
 
 
@@ -158,16 +157,16 @@ def _plan(tool: DurableTool, call: _Call) -> Flow[tuple[str, Any]]:
         # Running again is safe, so no intent needs claiming: at most one read.
         record = None
         if (yield Await(partial(known, store, scope.thread_id, "tool", call.key))):
-            record = yield Get("tool", call.key)
+            record = yield ops.Get("tool", call.key)
         if record is None:
             return "run", None
     else:
         claim = _claim(tool, call)
-        inserted = yield Insert("tool", call.key, claim, scope.thread_id)
+        inserted = yield ops.Insert("tool", call.key, claim, scope.thread_id)
         remember(store, scope.thread_id, "tool", call.key)
         if inserted:
             return "run", None
-        record = yield Get("tool", call.key)
+        record = yield ops.Get("tool", call.key)
         if record is None:  # deleted in between (the thread was deleted)
             return "run", None
     return (yield from _resolve(tool, call, record.value))
@@ -202,7 +201,7 @@ def _reclaim(tool: DurableTool, call: _Call) -> Flow[None]:
     Without it a second attempt that dies after its effect would still read
     as the first attempt's "failed before any effect", and run a third time.
     """
-    yield Upsert("tool", call.key, _claim(tool, call), call.scope.thread_id)
+    yield ops.Upsert("tool", call.key, _claim(tool, call), call.scope.thread_id)
 
 
 def _reconciled(tool: DurableTool, call: _Call, found: Any) -> ReconcileResult | None:
@@ -238,7 +237,7 @@ def _commit(tool: DurableTool, call: _Call, output: Any, started: float, how: st
     }
     remember(scope.store, scope.thread_id, "tool", call.key)
     step = _step(tool, call.key, value)
-    yield PutWithStep("tool", call.key, value, scope.thread_id, step, replace=True)
+    yield ops.PutWithStep("tool", call.key, value, scope.thread_id, step, replace=True)
 
 
 def _fail(tool: DurableTool, call: _Call, error: BaseException) -> Flow[None]:
@@ -252,7 +251,7 @@ def _fail(tool: DurableTool, call: _Call, error: BaseException) -> Flow[None]:
         "before_effect": isinstance(error, tool.raises_before_effect),
     }
     remember(call.scope.store, call.scope.thread_id, "tool", call.key)
-    yield Upsert("tool", call.key, value, call.scope.thread_id)
+    yield ops.Upsert("tool", call.key, value, call.scope.thread_id)
 
 
 def _step(tool: DurableTool, key: str, value: dict[str, Any]) -> dict[str, Any]:

@@ -1,6 +1,32 @@
-"""Durable records and step logs stored beside a checkpointer's checkpoints."""
+"""Durable records and step logs stored beside a checkpointer's checkpoints.
 
-from tether.store.factory import store_for
-from tether.store.record import Record, RecordStore, RecordStoreError, SyncRecordStore
+The names below are the API, for users and for tether's layers above (steps,
+approvals, key rotation). :mod:`tether.store.operations` is public too: the
+operations :meth:`RecordStore.perform` takes. Every module whose name starts
+with ``_`` is internal.
+"""
 
-__all__ = ["Record", "RecordStore", "RecordStoreError", "SyncRecordStore", "store_for"]
+from tether.store._factory import store_for
+from tether.store._keyed import SECRET_KEY, SECRET_KIND, SECRET_THREAD, KeyedHash
+from tether.store._ownership import on_forget
+from tether.store._record import (
+    Record,
+    RecordDriver,
+    RecordStore,
+    RecordStoreError,
+    SyncRecordStore,
+)
+
+__all__ = [
+    "SECRET_KEY",
+    "SECRET_KIND",
+    "SECRET_THREAD",
+    "KeyedHash",
+    "Record",
+    "RecordDriver",
+    "RecordStore",
+    "RecordStoreError",
+    "SyncRecordStore",
+    "on_forget",
+    "store_for",
+]

@@ -12,8 +12,7 @@ import json
 import time
 from typing import Any
 
-from tether.checkpointing import binding
-from tether.checkpointing.encryption import ENV_KEYS, MissingKeyError
+from tether.checkpointing import ENV_KEYS, MissingKeyError, binding
 from tether.store._types import Cipher, RawRecord, Record, RecordStoreError, StepPayload
 
 __all__ = ["RecordCodec", "check_names"]

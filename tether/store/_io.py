@@ -20,7 +20,7 @@ from tether import _flows
 from tether.store._types import RawRecord, StepPayload
 
 if TYPE_CHECKING:
-    from tether.store.record import RecordStore
+    from tether.store._record import RecordStore
 
 __all__ = ["BackendOp", "Flow", "run", "run_sync"]
 

@@ -11,7 +11,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 from tether import _flows
-from tether.checkpointing.cascade import check_run_ids
+from tether.checkpointing import check_run_ids
 from tether.store._codec import RecordCodec, check_names
 from tether.store._io import (
     AppendRaw,
@@ -26,8 +26,9 @@ from tether.store._io import (
     StepsRaw,
     UpsertRaw,
 )
+from tether.store._keyed import KeyedHash
+from tether.store._ownership import forget, resolve_run_id
 from tether.store._types import RawRecord, Record
-from tether.store.keyed import KeyedHash
 from tether.store.operations import (
     AppendStep,
     DeleteRuns,
@@ -42,10 +43,9 @@ from tether.store.operations import (
     Upsert,
 )
 from tether.store.operations import KeyedHash as KeyedHashOp
-from tether.store.ownership import forget, resolve_run_id
 
 if TYPE_CHECKING:
-    from tether.store.record import RecordStore
+    from tether.store._record import RecordStore
 
 __all__ = ["flow_for"]
 

@@ -15,23 +15,23 @@ What :class:`RedisSaver` changes, and why (everything else is upstream code):
   thread, writes of unsaved checkpoints included.
 * ``aget_tuple`` returns ``None``, not an empty tuple, for a checkpoint whose
   writes came before it, and ``alist`` shows those writes once it is saved.
-* Values are serialized as PostgresSaver does (see ``serde``): objects come
+* Values are serialized as PostgresSaver does (see ``_serde``): objects come
   back as objects; pending writes come back in LangGraph's order; metadata
   holds the config's extra keys.
 * ``aput`` saves the document, the latest pointer and expiries in one
   transaction, and ``aget_tuple`` takes the newest checkpoint id, repairing a
   pointer an interrupted upstream save left behind.
 * Thread ids, namespaces and run ids match exactly: upstream's TAG queries fold
-  case, split on ``,`` and trim spaces (see ``matching``).
+  case, split on ``,`` and trim spaces (see ``_matching``).
 * ``list``, ``delete_thread`` and ``put_writes`` (which upstream calls without
   ``task_path``) bridge to the event loop for sync callers.
 
-Modules: ``prefixes`` (validating ``key_prefix``, deriving every key
-namespace), ``serde`` (how values are stored), ``keys`` (the prefixed write
-registry), ``matching`` (exact id searches on TAG fields), ``base`` (searching,
-reading and unlinking documents), ``reading`` (documents to checkpoint tuples),
-``saving``, ``listing``, ``deleting``, ``pruning``, ``copying`` (one capability
-each), ``saver`` (the assembled class and its sync twins) and ``opener``
+Modules: ``_prefixes`` (validating ``key_prefix``, deriving every key
+namespace), ``_serde`` (how values are stored), ``_keys`` (the prefixed write
+registry), ``_matching`` (exact id searches on TAG fields), ``_base`` (searching,
+reading and unlinking documents), ``_reading`` (documents to checkpoint tuples),
+``_saving``, ``_listing``, ``_deleting``, ``_pruning``, ``_copying`` (one capability
+each), ``_saver`` (the assembled class and its sync twins) and ``_opener``
 (connecting, checking modules, validating options).
 """
 
@@ -60,8 +60,8 @@ try:
 except ImportError as exc:
     raise MissingDependencyError("the Redis checkpointer", "redis") from exc
 
-from tether.checkpointing.redis.opener import open_redis, required_modules  # noqa: E402  # after the check above
-from tether.checkpointing.redis.prefixes import move_records  # noqa: E402  # after the check above
-from tether.checkpointing.redis.saver import RedisSaver  # noqa: E402  # after the check above
+from tether.checkpointing.redis._opener import open_redis, required_modules  # noqa: E402  # after the check above
+from tether.checkpointing.redis._prefixes import move_records, records_prefix  # noqa: E402  # after the check above
+from tether.checkpointing.redis._saver import RedisSaver  # noqa: E402  # after the check above
 
-__all__ = ["RedisSaver", "move_records", "open_redis", "required_modules"]
+__all__ = ["RedisSaver", "move_records", "open_redis", "records_prefix", "required_modules"]

@@ -14,7 +14,7 @@ from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from urllib.parse import urlsplit
 
-from tether.checkpointing.url import parse_url, redact
+from tether.checkpointing import parse_url, redact
 from tether.errors import ConfigurationError
 from tether.runtime.store.base import (
     KEEP,

@@ -18,7 +18,7 @@ import psycopg
 from psycopg.rows import DictRow, dict_row
 from psycopg_pool import AsyncConnectionPool
 
-from tether.checkpointing.url import redact
+from tether.checkpointing import redact
 from tether.errors import BackendUnavailableError
 from tether.runtime import migrations
 from tether.runtime.errors import (

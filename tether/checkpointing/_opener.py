@@ -1,0 +1,111 @@
+"""``open_checkpointer``: one URL in, a ready LangGraph checkpointer out."""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from typing import Any
+
+from langgraph.checkpoint.base import BaseCheckpointSaver
+
+from tether.checkpointing._backends import BackendEntry, backend_named
+from tether.checkpointing._url import parse_url, redact
+from tether.checkpointing.encryption import ENV_KEYS, KeyRing, MissingKeyError
+from tether.errors import ConfigurationError
+
+__all__ = ["open_checkpointer"]
+
+
+def _key_ring(encryption: KeyRing | bool | None) -> KeyRing | None:
+    """The ring to encrypt with: the argument, else the environment, else none."""
+    if isinstance(encryption, KeyRing):
+        return encryption
+    if encryption is None or encryption is True:
+        ring = KeyRing.from_env()
+        if ring is None and encryption is True:
+            raise MissingKeyError(
+                "encryption=True but no key is configured: set TETHER_ENCRYPTION_KEYS "
+                "('<id>:<base64 32-byte key>', see `tether keys generate`) or pass "
+                "encryption=KeyRing(...)"
+            )
+        return ring
+    if encryption is False:
+        return None
+    raise ConfigurationError(
+        f"encryption must be a KeyRing, True, False or None, not {type(encryption).__name__}"
+    )
+
+
+async def _refuse_sealed_store(
+    backend: BackendEntry, saver: BaseCheckpointSaver[Any], url: str
+) -> None:
+    """Fail closed when a store opened without a key holds envelopes.
+
+    Without this, envelopes would come back as raw bytes and new state would be
+    written in clear beside them.
+    """
+    from tether.store import store_for  # the store package builds on this one
+
+    found = await backend.rotator_for(saver, store_for(saver).driver).sealed()
+    if found is not None:
+        raise MissingKeyError(
+            f"the checkpointer at {redact(url)} holds encrypted data ({found} is encrypted) "
+            f"but no encryption key is configured: set {ENV_KEYS}='<id>:<key>[,...]' to the "
+            "key ring it was written with (or pass encryption=KeyRing(...)); it is not "
+            "opened unencrypted, so nothing is read as raw ciphertext or written in clear"
+        )
+
+
+@asynccontextmanager
+async def open_checkpointer(url: str, **options: Any) -> AsyncIterator[BaseCheckpointSaver[Any]]:
+    """Open the checkpointer ``url`` names, run its ``setup()``, and close it on exit.
+
+    Args:
+        url: ``memory://``, ``sqlite:///relative.db`` (``sqlite:////abs/path.db``),
+            ``postgresql://user@host:5432/db`` (or ``postgres://``), or
+            ``redis://host:6379`` (or ``rediss://``).
+        **options: Backend options: for postgres ``min_size``, ``max_size`` and
+            ``connect_timeout``; for redis ``key_prefix``, ``ttl`` and
+            ``connect_timeout``. For every backend: ``encryption`` (a
+            :class:`~tether.checkpointing.encryption.KeyRing`; ``True`` to
+            require the keys from the environment; ``False`` to turn encryption
+            off even when ``TETHER_ENCRYPTION_KEYS`` is set; by default the
+            environment decides) and ``searchable_metadata`` (metadata keys to
+            keep in clear for ``list(filter=...)``).
+
+    Yields:
+        A set-up ``BaseCheckpointSaver`` with every capability of LangGraph's
+        conformance suite (``delete_for_runs``, ``copy_thread``, ``prune``);
+        an :class:`~tether.checkpointing._encrypted.EncryptedSaver` around it
+        when encryption is on.
+
+    Raises:
+        ConfigurationError: The URL or an option is malformed or unknown, or
+            ``TETHER_ENCRYPTION_KEYS`` is set but empty.
+        MissingKeyError: Encryption is off but the store holds encrypted data
+            (it is never opened unencrypted).
+        MissingDependencyError: The backend's extra is not installed.
+        BackendUnavailableError: The server cannot be reached or lacks a module.
+    """
+    ring = _key_ring(options.pop("encryption", None))
+    searchable = options.pop("searchable_metadata", ())
+    if searchable and ring is None:
+        raise ConfigurationError(
+            "searchable_metadata only applies with encryption on; set TETHER_ENCRYPTION_KEYS "
+            "or pass encryption=KeyRing(...)"
+        )
+    parsed = parse_url(url)
+    backend = backend_named(parsed.backend)
+    async with backend.open(parsed, **options) as saver:
+        if ring is None:
+            await _refuse_sealed_store(backend, saver, url)
+            yield saver
+        else:
+            from tether.checkpointing._encrypted import EncryptedSaver
+            from tether.store import store_for
+
+            layer = EncryptedSaver(saver, ring, searchable_metadata=searchable)
+            # Loads (or creates) the store's keyed-hash secret, which also marks the
+            # store as encrypted for a later open without a key.
+            await store_for(layer).keyed_hash()
+            yield layer

@@ -1,0 +1,202 @@
+"""PostgreSQL checkpointer: LangGraph's AsyncPostgresSaver, pooled, plus the capabilities
+it lacks (``delete_for_runs`` and ``copy_thread``)."""
+
+from __future__ import annotations
+
+import math
+from collections.abc import AsyncIterator, Sequence
+from contextlib import asynccontextmanager
+from typing import Any
+
+from langchain_core.runnables import RunnableConfig
+from langgraph.checkpoint.base import CheckpointTuple
+
+from tether.checkpointing._bridge import SyncBridge, read_all
+from tether.checkpointing._cascade import (
+    check_run_ids,
+    check_thread_ids,
+    delete_records_of_runs,
+    delete_records_of_threads,
+)
+from tether.checkpointing._prune import check_prune_args
+from tether.checkpointing._url import CheckpointerURL, redact
+from tether.errors import BackendUnavailableError, ConfigurationError, MissingDependencyError
+
+try:
+    import psycopg
+    from langgraph.checkpoint.postgres.aio import AsyncPostgresSaver
+    from psycopg.rows import dict_row
+    from psycopg_pool import AsyncConnectionPool
+except ImportError as exc:
+    raise MissingDependencyError("the PostgreSQL checkpointer", "postgres") from exc
+
+__all__ = [
+    "IDLE_TRANSACTION_TIMEOUT_MS",
+    "PostgresSaver",
+    "abort_idle_transactions",
+    "open_postgres",
+]
+
+_OPTIONS = {"min_size", "max_size", "connect_timeout"}
+
+# Blobs no remaining checkpoint of the thread refers to.
+_DELETE_ORPHAN_BLOBS = """
+DELETE FROM checkpoint_blobs b WHERE b.thread_id = ANY(%s) AND NOT EXISTS (
+    SELECT 1 FROM checkpoints c
+    WHERE c.thread_id = b.thread_id AND c.checkpoint_ns = b.checkpoint_ns
+      AND c.checkpoint -> 'channel_versions' ->> b.channel = b.version)
+"""
+_DELETE_ORPHAN_WRITES = """
+DELETE FROM checkpoint_writes w WHERE w.thread_id = ANY(%s) AND NOT EXISTS (
+    SELECT 1 FROM checkpoints c
+    WHERE c.thread_id = w.thread_id AND c.checkpoint_ns = w.checkpoint_ns
+      AND c.checkpoint_id = w.checkpoint_id)
+"""
+_COPY_SQL = (
+    """INSERT INTO checkpoints (thread_id, checkpoint_ns, checkpoint_id, parent_checkpoint_id,
+        type, checkpoint, metadata)
+    SELECT %(dst)s, checkpoint_ns, checkpoint_id, parent_checkpoint_id, type, checkpoint, metadata
+    FROM checkpoints WHERE thread_id = %(src)s ON CONFLICT DO NOTHING""",
+    """INSERT INTO checkpoint_blobs (thread_id, checkpoint_ns, channel, version, type, blob)
+    SELECT %(dst)s, checkpoint_ns, channel, version, type, blob
+    FROM checkpoint_blobs WHERE thread_id = %(src)s ON CONFLICT DO NOTHING""",
+    """INSERT INTO checkpoint_writes (thread_id, checkpoint_ns, checkpoint_id, task_id, idx,
+        channel, type, blob, task_path)
+    SELECT %(dst)s, checkpoint_ns, checkpoint_id, task_id, idx, channel, type, blob, task_path
+    FROM checkpoint_writes WHERE thread_id = %(src)s ON CONFLICT DO NOTHING""",
+)
+
+
+class PostgresSaver(SyncBridge, AsyncPostgresSaver):
+    """``AsyncPostgresSaver`` with ``delete_for_runs`` and ``copy_thread``.
+
+    Works from async code directly and from sync code through
+    :func:`tether.open_checkpointer_sync`. A listing may be abandoned at any
+    point, from sync or async code.
+    """
+
+    async def alist(
+        self,
+        config: RunnableConfig | None,
+        *,
+        filter: dict[str, Any] | None = None,
+        before: RunnableConfig | None = None,
+        limit: int | None = None,
+    ) -> AsyncIterator[CheckpointTuple]:
+        """Upstream's ``alist``, read whole before the first yield.
+
+        Upstream yields each tuple while it holds its pooled connection, so a
+        caller that stops early (LangGraph's replay returns from inside the
+        loop) kept that connection until the generator was finalized, and for
+        good when that happened outside the saver's loop: a few such replays
+        exhaust the pool and every later call waits.
+        """
+        page = await read_all(super().alist(config, filter=filter, before=before, limit=limit))
+        for item in page:
+            yield item
+
+    async def adelete_for_runs(self, run_ids: Sequence[str]) -> None:
+        """Delete every checkpoint (and its writes and unshared blobs) of the listed runs."""
+        ids = check_run_ids(run_ids)
+        if not ids:
+            return
+        async with self._cursor() as cur, cur.connection.transaction():
+            await cur.execute(
+                "DELETE FROM checkpoints WHERE metadata ->> 'run_id' = ANY(%s) RETURNING thread_id",
+                (ids,),
+            )
+            threads = sorted({row["thread_id"] for row in await cur.fetchall()})
+            if threads:
+                await cur.execute(_DELETE_ORPHAN_WRITES, (threads,))
+                await cur.execute(_DELETE_ORPHAN_BLOBS, (threads,))
+        await delete_records_of_runs(self, ids)
+
+    async def adelete_thread(self, thread_id: str) -> None:
+        """Delete the thread's checkpoints, blobs and writes, then tether's records of it."""
+        await super().adelete_thread(thread_id)
+        await delete_records_of_threads(self, [thread_id])
+
+    async def aprune(self, thread_ids: Sequence[str], *, strategy: str = "keep_latest") -> None:
+        """Upstream's prune; with ``strategy="delete"`` tether's records of the threads go too."""
+        ids = check_prune_args(check_thread_ids(thread_ids), strategy)
+        await super().aprune(ids, strategy=strategy)
+        if strategy == "delete":
+            await delete_records_of_threads(self, ids)
+
+    async def acopy_thread(self, source_thread_id: str, target_thread_id: str) -> None:
+        """Copy every checkpoint, blob and write of one thread to another, atomically."""
+        params = {"src": str(source_thread_id), "dst": str(target_thread_id)}
+        async with self._cursor() as cur, cur.connection.transaction():
+            for sql in _COPY_SQL:
+                await cur.execute(sql, params)
+
+    # Upstream's sync list steps alist from the caller's thread; see _bridged_list.
+    # Assigned last: the name would shadow the builtin in the annotations above.
+    list = SyncBridge._bridged_list
+
+
+def _pool_options(options: dict[str, Any]) -> tuple[int, int, float]:
+    unknown = set(options) - _OPTIONS
+    if unknown:
+        raise ConfigurationError(
+            f"unknown option(s) for postgres: {', '.join(sorted(unknown))}; "
+            f"accepted: {', '.join(sorted(_OPTIONS))}"
+        )
+    return (
+        int(options.get("min_size", 1)),
+        int(options.get("max_size", 10)),
+        float(options.get("connect_timeout", 5)),
+    )
+
+
+# tether's transactions run no user code and never wait on anything but the
+# database, so one that sits idle is held by a process that stopped (SIGSTOP, a
+# debugger, a VM pause) or lost its network. The server aborts it after this
+# long, releasing its locks, so a stopped process cannot block the others (for
+# example a worker taking over that process's runs).
+IDLE_TRANSACTION_TIMEOUT_MS = 5000
+
+
+async def abort_idle_transactions(conn: Any) -> None:
+    """Pool ``configure`` hook: the server aborts this session's idle transactions."""
+    await conn.execute(f"SET idle_in_transaction_session_timeout = {IDLE_TRANSACTION_TIMEOUT_MS}")
+
+
+@asynccontextmanager
+async def open_postgres(url: CheckpointerURL, **options: Any) -> AsyncIterator[PostgresSaver]:
+    """Connect a pool to the PostgreSQL server ``url`` names and yield a set-up saver.
+
+    Args:
+        url: The parsed ``postgresql://`` URL.
+        **options: ``min_size`` and ``max_size`` of the pool, ``connect_timeout``
+            in seconds.
+    """
+    min_size, max_size, timeout = _pool_options(options)
+    conninfo = url.url.replace("postgres://", "postgresql://", 1)
+    try:
+        # One direct connection first: it fails fast with the server's own reason,
+        # where a pool would only time out.
+        probe = await psycopg.AsyncConnection.connect(
+            conninfo, connect_timeout=max(1, math.ceil(timeout))
+        )
+        await probe.close()
+    except psycopg.OperationalError as exc:
+        raise BackendUnavailableError(
+            f"cannot reach PostgreSQL at {url.where} ({redact(url.url)}): "
+            f"{str(exc).strip().splitlines()[0] if str(exc).strip() else exc!r}"
+        ) from exc
+    pool = AsyncConnectionPool(
+        conninfo,
+        min_size=min_size,
+        max_size=max_size,
+        open=False,
+        kwargs={"autocommit": True, "prepare_threshold": 0, "row_factory": dict_row},
+        configure=abort_idle_transactions,
+    )
+    await pool.open(wait=True, timeout=timeout)
+    try:
+        saver = PostgresSaver(pool)
+        await saver.setup()
+        yield saver
+    finally:
+        await pool.close()

@@ -1,0 +1,190 @@
+"""Records for the PostgreSQL checkpointer: two tables reached through the saver's pool."""
+
+from __future__ import annotations
+
+import asyncio
+import builtins
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from typing import Any
+
+from langgraph.checkpoint.postgres import _ainternal
+from psycopg.rows import dict_row
+from psycopg_pool import AsyncConnectionPool
+
+from tether.store._record import RawRecord, StepPayload
+
+__all__ = ["PostgresDriver"]
+
+_SCHEMA = (
+    """CREATE TABLE IF NOT EXISTS tether_records (
+        seq BIGSERIAL,
+        kind TEXT NOT NULL,
+        key TEXT NOT NULL,
+        thread_id TEXT NOT NULL,
+        value TEXT NOT NULL,
+        created_at DOUBLE PRECISION NOT NULL,
+        PRIMARY KEY (kind, key))""",
+    "CREATE INDEX IF NOT EXISTS tether_records_thread ON tether_records (thread_id, kind, seq)",
+    """CREATE TABLE IF NOT EXISTS tether_steps (
+        thread_id TEXT NOT NULL,
+        idx INTEGER NOT NULL,
+        value TEXT NOT NULL,
+        PRIMARY KEY (thread_id, idx))""",
+    # Records and steps carry the run that wrote them, for delete_for_runs;
+    # rows written before this have NULL (no run).
+    "ALTER TABLE tether_records ADD COLUMN IF NOT EXISTS run_id TEXT",
+    "ALTER TABLE tether_steps ADD COLUMN IF NOT EXISTS run_id TEXT",
+    "CREATE INDEX IF NOT EXISTS tether_records_run ON tether_records (run_id) "
+    "WHERE run_id IS NOT NULL",
+    "CREATE INDEX IF NOT EXISTS tether_steps_run ON tether_steps (run_id) WHERE run_id IS NOT NULL",
+)
+_COLUMNS = "kind, key, thread_id, value, created_at, run_id"
+_INSERT = f"INSERT INTO tether_records ({_COLUMNS}) VALUES (%s, %s, %s, %s, %s, %s) "
+# Serialises schema creation across processes (CREATE ... IF NOT EXISTS can race).
+_SETUP_LOCK = 0x7E7E_5701
+
+
+@asynccontextmanager
+async def conn_cursor(conn: Any) -> AsyncIterator[Any]:
+    async with _ainternal.get_connection(conn) as c, c.cursor(row_factory=dict_row) as cur:
+        yield cur
+
+
+async def _append(cur: Any, thread_id: str, step: StepPayload) -> int:
+    """Append one step inside the caller's transaction; the index is MAX + 1."""
+    # One appender per thread at a time, on every worker.
+    await cur.execute(
+        "SELECT pg_advisory_xact_lock(hashtextextended(%s, 7))", (f"tether_steps|{thread_id}",)
+    )
+    await cur.execute(
+        "SELECT COALESCE(MAX(idx) + 1, 0) AS next FROM tether_steps WHERE thread_id = %s",
+        (thread_id,),
+    )
+    row = await cur.fetchone()
+    index = int(row["next"])
+    await cur.execute(
+        "INSERT INTO tether_steps (thread_id, idx, value, run_id) VALUES (%s, %s, %s, %s)",
+        (thread_id, index, step.encode(index), step.run_id),
+    )
+    return index
+
+
+def _raw(row: dict[str, Any]) -> RawRecord:
+    return RawRecord(
+        row["kind"],
+        row["key"],
+        row["thread_id"],
+        row["value"],
+        float(row["created_at"]),
+        row["run_id"],
+    )
+
+
+def _params(raw: RawRecord) -> tuple[Any, ...]:
+    return (raw.kind, raw.key, raw.thread_id, raw.payload, raw.created_at, raw.run_id)
+
+
+class PostgresDriver:
+    """Uses the saver's connection (or pool), so there is no second URL to configure.
+
+    Args:
+        saver: An ``AsyncPostgresSaver`` (tether's ``PostgresSaver``).
+    """
+
+    def __init__(self, saver: Any) -> None:
+        self._saver = saver
+        self.loop: asyncio.AbstractEventLoop | None = saver.loop
+        self._ready = False
+        self._setup_lock = asyncio.Lock()
+
+    @asynccontextmanager
+    async def _cursor(self, *, setup: bool = True) -> AsyncIterator[Any]:
+        if setup and not self._ready:
+            await self._setup()
+        if isinstance(self._saver.conn, AsyncConnectionPool):
+            async with (
+                self._saver.conn.connection() as conn,
+                conn.cursor(row_factory=dict_row) as cur,
+            ):
+                yield cur
+            return
+        # A single shared connection: take the saver's lock as its own queries do.
+        async with self._saver.lock, conn_cursor(self._saver.conn) as cur:
+            yield cur
+
+    async def _setup(self) -> None:
+        async with self._setup_lock:
+            if self._ready:
+                return
+            async with self._cursor(setup=False) as cur, cur.connection.transaction():
+                await cur.execute("SELECT pg_advisory_xact_lock(%s)", (_SETUP_LOCK,))
+                for sql in _SCHEMA:
+                    await cur.execute(sql)
+            self._ready = True
+
+    async def insert(self, raw: RawRecord) -> bool:
+        async with self._cursor() as cur:
+            await cur.execute(
+                _INSERT + "ON CONFLICT (kind, key) DO NOTHING RETURNING seq", _params(raw)
+            )
+            return await cur.fetchone() is not None
+
+    async def upsert(self, raw: RawRecord) -> None:
+        async with self._cursor() as cur:
+            await cur.execute(
+                _INSERT + "ON CONFLICT (kind, key) DO UPDATE SET value = excluded.value",
+                _params(raw),
+            )
+
+    async def get(self, kind: str, key: str) -> RawRecord | None:
+        async with self._cursor() as cur:
+            await cur.execute(
+                f"SELECT {_COLUMNS} FROM tether_records WHERE kind = %s AND key = %s", (kind, key)
+            )
+            row = await cur.fetchone()
+        return None if row is None else _raw(row)
+
+    async def list(self, kind: str, thread_id: str | None) -> builtins.list[RawRecord]:
+        sql = f"SELECT {_COLUMNS} FROM tether_records WHERE kind = %s"
+        params: tuple[str, ...] = (kind,)
+        if thread_id is not None:
+            sql += " AND thread_id = %s"
+            params += (thread_id,)
+        async with self._cursor() as cur:
+            await cur.execute(sql + " ORDER BY seq", params)
+            rows = await cur.fetchall()
+        return [_raw(row) for row in rows]
+
+    async def append_step(self, thread_id: str, step: StepPayload) -> int:
+        async with self._cursor() as cur, cur.connection.transaction():
+            return await _append(cur, thread_id, step)
+
+    async def put_with_step(self, raw: RawRecord, replace: bool, step: StepPayload) -> int | None:
+        conflict = "DO UPDATE SET value = excluded.value" if replace else "DO NOTHING"
+        async with self._cursor() as cur, cur.connection.transaction():
+            await cur.execute(
+                _INSERT + f"ON CONFLICT (kind, key) {conflict} RETURNING seq", _params(raw)
+            )
+            if await cur.fetchone() is None:
+                return None
+            return await _append(cur, raw.thread_id, step)
+
+    async def steps(self, thread_id: str) -> builtins.list[tuple[int, str]]:
+        async with self._cursor() as cur:
+            await cur.execute(
+                "SELECT idx, value FROM tether_steps WHERE thread_id = %s ORDER BY idx",
+                (thread_id,),
+            )
+            rows = await cur.fetchall()
+        return [(int(r["idx"]), str(r["value"])) for r in rows]
+
+    async def delete_thread(self, thread_id: str) -> None:
+        async with self._cursor() as cur, cur.connection.transaction():
+            await cur.execute("DELETE FROM tether_records WHERE thread_id = %s", (thread_id,))
+            await cur.execute("DELETE FROM tether_steps WHERE thread_id = %s", (thread_id,))
+
+    async def delete_runs(self, run_ids: builtins.list[str]) -> None:
+        async with self._cursor() as cur, cur.connection.transaction():
+            await cur.execute("DELETE FROM tether_records WHERE run_id = ANY(%s)", (run_ids,))
+            await cur.execute("DELETE FROM tether_steps WHERE run_id = ANY(%s)", (run_ids,))
