@@ -12,6 +12,7 @@ import subprocess
 import sys
 
 from tests.runtime.workers import Workers
+from tether.runtime import Runtime
 
 ENV_WITHOUT_URL = {k: v for k, v in os.environ.items() if k != "TETHER_URL"}
 
@@ -37,7 +38,7 @@ def ok(*args: str, url: str) -> str:
 
 
 def test_a_run_is_created_answered_approved_and_followed_from_the_command_line(
-    runtime_url: str, workers: Workers
+    runtime: Runtime, runtime_url: str, workers: Workers
 ) -> None:
     workers.start(1)
     out = ok(
@@ -84,7 +85,7 @@ def test_a_run_is_created_answered_approved_and_followed_from_the_command_line(
 
 
 def test_a_waiting_run_is_cancelled_from_the_command_line(
-    runtime_url: str, workers: Workers
+    runtime: Runtime, runtime_url: str, workers: Workers
 ) -> None:
     workers.start(1)
     out = ok("runs", "create", "pause", "--input", "{}", "--wait", url=runtime_url)
@@ -99,7 +100,9 @@ def test_a_waiting_run_is_cancelled_from_the_command_line(
     assert "has already ended (cancelled)" in again.stderr
 
 
-def test_bad_command_lines_are_refused_with_what_is_wrong(runtime_url: str) -> None:
+def test_bad_command_lines_are_refused_with_what_is_wrong(
+    runtime: Runtime, runtime_url: str
+) -> None:
     no_url = tether("runs", "list")
     assert no_url.returncode == 2
     assert "--url (or $TETHER_URL) is required" in no_url.stderr
