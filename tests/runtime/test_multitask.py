@@ -10,6 +10,7 @@ from typing import Any
 
 import pytest
 
+from tests.runtime.stored import thread_values
 from tests.runtime.workers import Workers
 from tether import open_checkpointer
 from tether.runtime import Run, Runtime, ThreadBusyError
@@ -24,13 +25,6 @@ async def _running(runtime: Runtime, thread_id: str, input: dict[str, Any]) -> R
         if event.kind == "node.finished":
             return await runtime.get(run.run_id)
     raise AssertionError(f"run {run.run_id} ended before finishing a step")
-
-
-async def _state(url: str, thread_id: str) -> dict[str, Any]:
-    async with open_checkpointer(url) as saver:
-        item = await saver.aget_tuple({"configurable": {"thread_id": thread_id}})
-        assert item is not None
-        return dict(item.checkpoint["channel_values"])
 
 
 async def test_reject_refuses_the_new_run_and_leaves_the_running_one_alone(
@@ -56,7 +50,7 @@ async def test_interrupt_stops_the_running_run_and_the_new_one_continues_its_sta
     assert stopped.status == "cancelled"
     assert stopped.cancel_action == "interrupt"
     assert (await runtime.wait(second.run_id, timeout=60)).status == "success"
-    trace = (await _state(runtime_url, "mt-int"))["trace"]
+    trace = (await thread_values(runtime_url, "mt-int"))["trace"]
     # The first run's ticks stay, then the second run's input, then its ticks to 20.
     cut = trace.index("second")
     assert 1 <= cut < 20
@@ -80,7 +74,7 @@ async def test_rollback_removes_the_running_run_s_checkpoints_before_the_new_one
     assert stopped.cancel_action == "rollback"
     assert (await runtime.wait(second.run_id, timeout=60)).status == "success"
     # Nothing of the first run is left in the thread's state or history.
-    assert (await _state(runtime_url, "mt-rb"))["trace"] == ["second"] + [
+    assert (await thread_values(runtime_url, "mt-rb"))["trace"] == ["second"] + [
         f"tick{i}" for i in range(15, 20)
     ]
     async with open_checkpointer(runtime_url) as saver:
@@ -109,5 +103,5 @@ async def test_enqueue_runs_the_new_run_after_the_running_one_ends(
     assert done_first.ended_at is not None
     assert done_second.started_at is not None
     assert done_second.started_at >= done_first.ended_at
-    trace = (await _state(runtime_url, "mt-enq"))["trace"]
+    trace = (await thread_values(runtime_url, "mt-enq"))["trace"]
     assert trace == [f"tick{i}" for i in range(10, 20)] + ["second", "tick17", "tick18", "tick19"]

@@ -5,18 +5,10 @@ from __future__ import annotations
 
 import asyncio
 import signal
-from typing import Any
 
+from tests.runtime.stored import thread_values
 from tests.runtime.workers import Workers
-from tether import open_checkpointer
 from tether.runtime import Runtime
-
-
-async def _trace(url: str, thread_id: str) -> list[Any]:
-    async with open_checkpointer(url) as saver:
-        item = await saver.aget_tuple({"configurable": {"thread_id": thread_id}})
-        assert item is not None
-        return list(item.checkpoint["channel_values"]["trace"])
 
 
 async def test_sigterm_hands_the_run_back_and_another_worker_finishes_it(
@@ -43,6 +35,6 @@ async def test_sigterm_hands_the_run_back_and_another_worker_finishes_it(
     assert done.status == "success"
     assert done.fence == 2
     # Every tick ran once: the second worker continued from the handed-back checkpoint.
-    assert await _trace(runtime_url, "term-1") == [f"tick{i}" for i in range(20)]
+    assert (await thread_values(runtime_url, "term-1"))["trace"] == [f"tick{i}" for i in range(20)]
     workers_seen = {e.worker_id for e in await runtime.events(run.run_id) if e.worker_id}
     assert workers_seen == {"w0", "w1"}

@@ -14,6 +14,7 @@ from typing import Any
 
 import pytest
 
+from tests.runtime.stored import thread_values
 from tests.runtime.workers import Workers
 from tether import open_checkpointer
 from tether._calllog import read_calls
@@ -34,13 +35,6 @@ async def _stored(url: str, thread_id: str) -> tuple[list[Any], list[Any]]:
     return checkpoints, steps
 
 
-async def _state(url: str, thread_id: str) -> dict[str, Any]:
-    async with open_checkpointer(url) as saver:
-        item = await saver.aget_tuple({"configurable": {"thread_id": thread_id}})
-        assert item is not None, f"thread {thread_id} has no checkpoint"
-        return dict(item.checkpoint["channel_values"])
-
-
 async def test_a_worker_runs_a_graph_of_the_project_to_success(
     runtime: Runtime, workers: Workers, runtime_url: str
 ) -> None:
@@ -49,7 +43,7 @@ async def test_a_worker_runs_a_graph_of_the_project_to_success(
     workers.start(1)
     done = await runtime.wait(run.run_id, timeout=60)
     assert done.status == "success", done
-    assert (await _state(runtime_url, "t-1"))["trace"] == ["a", "b", "c"]
+    assert (await thread_values(runtime_url, "t-1"))["trace"] == ["a", "b", "c"]
     kinds = [e.kind for e in await runtime.events(run.run_id)]
     assert kinds[0] == "run.created"
     assert kinds[1] == "run.started"
@@ -80,7 +74,7 @@ async def test_an_interrupted_run_holds_nothing_and_resumes_on_a_command(
     # The graph asks again: this time for a tether approval.
     assert second.status == "interrupted"
     assert [w.approval_id is not None for w in second.waiting_on] == [True]
-    assert (await _state(runtime_url, "t-2"))["answer"] == "yes"
+    assert (await thread_values(runtime_url, "t-2"))["answer"] == "yes"
 
 
 async def test_a_cancelled_run_stops_between_steps_and_keeps_its_partial_state(
@@ -95,7 +89,7 @@ async def test_a_cancelled_run_stops_between_steps_and_keeps_its_partial_state(
     done = await runtime.wait(run.run_id, timeout=30)
     assert done.status == "cancelled"
     assert "enough" in (done.ended_reason or "")
-    n = (await _state(runtime_url, "t-3"))["n"]
+    n = (await thread_values(runtime_url, "t-3"))["n"]
     assert 1 <= n < 200
 
 
@@ -219,6 +213,6 @@ async def test_a_decision_enqueues_the_resume_and_a_worker_finishes_the_run(
     done = await runtime.wait(run.run_id, timeout=60)
     assert done.status == "success", done
     assert done.resumes == 2
-    assert (await _state(runtime_url, "t-5"))["trace"][-1] == "after"
+    assert (await thread_values(runtime_url, "t-5"))["trace"][-1] == "after"
     kinds = [e.kind for e in await runtime.events(run.run_id)]
     assert "approval.decided" in kinds

@@ -12,11 +12,11 @@ import math
 from collections.abc import Mapping
 from dataclasses import dataclass
 from datetime import datetime
-from typing import Any
+from typing import Any, get_args
 
 from tether.runtime.errors import InvalidRunRequestError
 from tether.runtime.ids import check_id, new_id
-from tether.runtime.models import STREAM_MODES, InputKind, MultitaskStrategy
+from tether.runtime.models import STREAM_MODES, Durability, InputKind, MultitaskStrategy
 from tether.runtime.multitask import check_strategy
 from tether.runtime.store.base import NewRun
 from tether.runtime.store.encoding import dumps
@@ -88,7 +88,7 @@ def _check_stream_mode(kwargs: Mapping[str, Any]) -> None:
         )
 
 
-DURABILITIES = ("sync", "async", "exit")
+DURABILITIES: tuple[Durability, ...] = get_args(Durability)
 
 
 def _check_run_options(kwargs: Mapping[str, Any]) -> None:
