@@ -98,6 +98,18 @@ def test_a_waiting_run_is_cancelled_from_the_command_line(
     again = tether("runs", "cancel", run_id, url=runtime_url)
     assert again.returncode == 1
     assert "has already ended (cancelled)" in again.stderr
+    # A reader that goes away early (`| head -1`) ends the command quietly.
+    env = dict(ENV_WITHOUT_URL, TETHER_URL=runtime_url)
+    piped = subprocess.Popen(
+        [sys.executable, "-m", "tether", "runs", "events", run_id],
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=env,
+    )  # fmt: skip
+    assert piped.stdout is not None
+    assert piped.stderr is not None
+    piped.stdout.close()
+    assert piped.wait(timeout=120) == 141
+    assert piped.stderr.read() == b""
+    piped.stderr.close()
 
 
 def test_bad_command_lines_are_refused_with_what_is_wrong(
