@@ -9,7 +9,12 @@ from contextlib import asynccontextmanager
 from typing import Any
 
 from langchain_core.runnables import RunnableConfig
-from langgraph.checkpoint.base import CheckpointTuple
+from langgraph.checkpoint.base import (
+    ChannelVersions,
+    Checkpoint,
+    CheckpointMetadata,
+    CheckpointTuple,
+)
 
 from tether.checkpointing._bridge import SyncBridge, read_all
 from tether.checkpointing._cascade import (
@@ -67,13 +72,62 @@ _COPY_SQL = (
 )
 
 
+class _BlobText:
+    """A text channel value that goes to ``checkpoint_blobs`` instead of inline.
+
+    Upstream keeps a channel whose value is a plain ``str`` inside the
+    checkpoint's ``jsonb`` column, and ``jsonb`` cannot hold U+0000: a state
+    with a NUL anywhere in a top-level text channel (a pasted document, a
+    binary-ish tool output) failed the whole write with
+    ``UntranslatableCharacter``. Wrapped in this, the value is not a primitive,
+    so upstream stores it as a blob; :meth:`PostgresSaver._dump_blobs` unwraps it
+    first, so the blob holds the text itself and reads back unchanged.
+    """
+
+    __slots__ = ("text",)
+
+    def __init__(self, text: str) -> None:
+        self.text = text
+
+
+def _has_nul(value: object) -> bool:
+    return isinstance(value, str) and "\x00" in value
+
+
 class PostgresSaver(SyncBridge, AsyncPostgresSaver):
     """``AsyncPostgresSaver`` with ``delete_for_runs`` and ``copy_thread``.
 
     Works from async code directly and from sync code through
     :func:`tether.open_checkpointer_sync`. A listing may be abandoned at any
-    point, from sync or async code.
+    point, from sync or async code. Text holding NUL characters is stored
+    exactly (see :class:`_BlobText`).
     """
+
+    async def aput(
+        self,
+        config: RunnableConfig,
+        checkpoint: Checkpoint,
+        metadata: CheckpointMetadata,
+        new_versions: ChannelVersions,
+    ) -> RunnableConfig:
+        """Upstream's ``aput``, with text that ``jsonb`` cannot hold sent to the blobs."""
+        values = checkpoint["channel_values"]
+        if any(_has_nul(v) for v in values.values()):
+            checkpoint = checkpoint.copy()
+            checkpoint["channel_values"] = {
+                k: _BlobText(v) if _has_nul(v) else v for k, v in values.items()
+            }
+        return await super().aput(config, checkpoint, metadata, new_versions)
+
+    def _dump_blobs(
+        self,
+        thread_id: str,
+        checkpoint_ns: str,
+        values: dict[str, Any],
+        versions: ChannelVersions,
+    ) -> list[tuple[str, str, str, str, str, bytes | None]]:
+        plain = {k: v.text if isinstance(v, _BlobText) else v for k, v in values.items()}
+        return super()._dump_blobs(thread_id, checkpoint_ns, plain, versions)
 
     async def alist(
         self,

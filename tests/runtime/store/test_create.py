@@ -20,6 +20,15 @@ from tether.runtime.ids import system_assistant_id
 from tether.runtime.store import NewEvent, NewRun, Outcome, RunStore
 
 PAST = datetime.now(UTC) - timedelta(minutes=1)
+
+
+def _deep(depth: int) -> list[Any]:
+    value: list[Any] = []
+    for _ in range(depth):
+        value = [value]
+    return value
+
+
 INVALID: list[tuple[dict[str, Any], str]] = [
     ({"input": {"a": 1}, "command": {"resume": 1}}, "input and command were both given"),
     ({"thread_id": None, "command": {"resume": 1}}, "You must provide a thread_id when resuming."),
@@ -48,6 +57,10 @@ INVALID: list[tuple[dict[str, Any], str]] = [
     ({"max_attempts": 0}, "max_attempts must be an integer >= 1, got 0"),
     ({"input": object()}, "input: a builtins.object cannot be stored as JSON"),
     ({"metadata": ["a"]}, "metadata must be a mapping with string keys"),
+    ({"metadata": {"k": ["x", "a\x00"]}}, "metadata['k'][1] contains a NUL character"),
+    ({"metadata": {"k\x00": 1}}, "metadata (a key) contains a NUL character"),
+    ({"kwargs": {"config": {"tags": ["\x00"]}}}, "kwargs['config']['tags'][0] contains a NUL"),
+    ({"input": _deep(5000)}, "input: cannot be stored as JSON: it is nested too deeply"),
 ]
 
 

@@ -58,6 +58,28 @@ async def test_list_filters_by_status_and_metadata(store: RunStore) -> None:
     assert len(await store.list_threads(limit=2, offset=2)) == 1
 
 
+async def test_nul_characters_are_refused_in_metadata_and_kept_in_values(
+    store: RunStore,
+) -> None:
+    with pytest.raises(InvalidRunRequestError, match=r"metadata\['k'\] contains a NUL"):
+        await store.create_thread(thread_id="a", metadata={"k": "a\x00"})
+    with pytest.raises(InvalidRunRequestError, match=r"metadata filter.* contains a NUL"):
+        await store.list_threads(metadata={"k": "\x00"})
+    assert await store.list_threads() == []
+    # A run's values keep them; the searchable copy of its interrupts shows U+FFFD (the
+    # checkpoint keeps the exact value).
+    await create(store)
+    claim = await claim_one(store)
+    interrupts = {"task": [{"id": "i1", "value": {"echo": "a\x00b"}}]}
+    await store.finish(
+        claim.hold,
+        Outcome("interrupted", "interrupted", values={"text": "a\x00b"}, interrupts=interrupts),
+    )
+    thread = await store.get_thread("t1")
+    assert thread.values == {"text": "a\x00b"}
+    assert thread.interrupts == {"task": [{"id": "i1", "value": {"echo": "a\ufffdb"}}]}
+
+
 async def test_finish_stores_the_threads_values_and_error(store: RunStore) -> None:
     await create(store)
     claim = await claim_one(store)

@@ -13,7 +13,7 @@ from typing import Any, cast, get_args
 from tether.runtime.errors import AlreadyExistsError, InvalidRunRequestError, RunNotActiveError
 from tether.runtime.ids import check_id, new_id
 from tether.runtime.models import Assistant, CancelAction, IfExists, Run, RunStatus
-from tether.runtime.store.encoding import dumps
+from tether.runtime.store.encoding import dumps, dumps_display
 from tether.runtime.store.types import KEEP, Hold, NewEvent, Outcome
 from tether.runtime.store.validation import COMMAND_KEYS, ValidRun, check_mapping, encode
 
@@ -162,7 +162,7 @@ def finish_params(hold: Hold, outcome: Outcome) -> dict[str, Any]:
         "thread_status": outcome.thread_status,
         "keep": keep,
         "values": None if keep else dumps(outcome.values),
-        "interrupts": None if outcome.interrupts is None else dumps(outcome.interrupts),
+        "interrupts": None if outcome.interrupts is None else dumps_display(outcome.interrupts),
         "thread_error": None if outcome.thread_error is None else dumps(outcome.thread_error),
         "status": outcome.status,
         "waiting_on": dumps([w.as_dict() for w in outcome.waiting_on]),

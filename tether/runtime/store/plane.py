@@ -30,8 +30,7 @@ from tether.runtime.models import (
 from tether.runtime.store import control
 from tether.runtime.store.base import Created, NewEvent, NewRun
 from tether.runtime.store.control import NewAssistant
-from tether.runtime.store.encoding import dumps
-from tether.runtime.store.validation import ValidRun, check_mapping, validate
+from tether.runtime.store.validation import ValidRun, check_mapping, encode, validate
 
 __all__ = ["ControlPlane"]
 
@@ -155,7 +154,7 @@ class ControlPlane(ABC):
     ) -> Thread:
         thread_id = new_id() if thread_id is None else check_id(thread_id, "thread_id")
         control.check_if_exists(if_exists)
-        meta = dumps(dict(check_mapping(metadata, "metadata")))
+        meta = encode(dict(check_mapping(metadata, "metadata")), "metadata", searchable=True)
         stored, inserted = await self._put_thread(thread_id, tenant, meta)
         if not inserted:
             control.existing_thread(stored.tenant_id, thread_id, tenant, if_exists)
@@ -178,6 +177,7 @@ class ControlPlane(ABC):
     ) -> builtins.list[Thread]:
         control.check_page(limit, offset)
         filters = check_mapping(metadata, "metadata")
+        encode(dict(filters), "metadata filter", searchable=True)
         return await self._list_threads(tenant, status, filters, limit, offset)
 
     async def delete_thread(self, thread_id: str, *, tenant: str = "") -> None:

@@ -19,7 +19,7 @@ from tether.runtime.ids import check_id, new_id
 from tether.runtime.models import STREAM_MODES, Durability, InputKind, MultitaskStrategy
 from tether.runtime.multitask import check_strategy
 from tether.runtime.store.base import NewRun
-from tether.runtime.store.encoding import dumps
+from tether.runtime.store.encoding import dumps, find_nul
 
 __all__ = ["COMMAND_KEYS", "ValidRun", "check_mapping", "encode", "validate"]
 
@@ -48,12 +48,20 @@ class ValidRun:
     max_attempts: int
 
 
-def encode(value: Any, what: str) -> str:
-    """``value`` as JSON, or ``InvalidRunRequestError`` naming ``what``."""
+def encode(value: Any, what: str, *, searchable: bool = False) -> str:
+    """``value`` as JSON, or ``InvalidRunRequestError`` naming ``what``.
+
+    ``searchable`` values (metadata, config: ``jsonb`` on PostgreSQL) may not
+    hold NUL characters; the same request is refused on every backend.
+    """
     try:
-        return dumps(value)
+        text = dumps(value)
     except TypeError as exc:
         raise InvalidRunRequestError(f"{what}: {exc}") from exc
+    problem = find_nul(text, what) if searchable else None
+    if problem:
+        raise InvalidRunRequestError(problem)
+    return text
 
 
 def check_mapping(value: object, what: str) -> Mapping[str, Any]:
@@ -177,8 +185,10 @@ def validate(request: NewRun, *, now: datetime) -> ValidRun:
         strategy=strategy,
         input_kind=input_kind,
         input_json=encode(payload, "command" if input_kind == "command" else "input"),
-        kwargs_json=encode(kwargs, "kwargs"),
-        metadata_json=encode(dict(check_mapping(request.metadata, "metadata")), "metadata"),
+        kwargs_json=encode(kwargs, "kwargs", searchable=True),
+        metadata_json=encode(
+            dict(check_mapping(request.metadata, "metadata")), "metadata", searchable=True
+        ),
         after_seconds=after,
         deadline_at=deadline,
         step_timeout=step_timeout,
