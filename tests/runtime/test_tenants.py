@@ -2,12 +2,13 @@
 
 from __future__ import annotations
 
+import pytest
 from langgraph.graph import END, START, StateGraph
 
 from tests.runtime.project.agents import Trace
 from tests.runtime.workers import Workers
 from tether import open_checkpointer
-from tether.runtime import Runtime
+from tether.runtime import InvalidRunRequestError, Runtime
 
 
 async def _checkpoints(url: str, thread_id: str) -> list[str]:
@@ -46,3 +47,10 @@ async def test_a_worker_refuses_to_load_another_tenant_s_checkpoint(
     # Nothing was read into the run's output, and nothing was written to the thread.
     assert all("acme's data" not in str(e.data) for e in events)
     assert await _checkpoints(runtime_url, "shared") == stored
+
+
+def test_a_malformed_tenant_is_refused_when_the_runtime_is_made() -> None:
+    for tenant, message in [("a\x00", "contains a NUL"), ("x" * 256, "the limit is 255")]:
+        with pytest.raises(InvalidRunRequestError, match=message):
+            Runtime("sqlite:///unused.db", tenant=tenant)
+    assert Runtime("sqlite:///unused.db").tenant == ""

@@ -29,6 +29,7 @@ from langgraph.checkpoint.base import BaseCheckpointSaver
 from tether.approvals import DecisionResult
 from tether.checkpointing import open_checkpointer
 from tether.runtime.errors import InvalidRunRequestError
+from tether.runtime.ids import check_id
 from tether.runtime.models import (
     ACTIVE,
     CancelAction,
@@ -74,7 +75,7 @@ class Runtime:
     ) -> None:
         self.url = url
         self.checkpoints_url = checkpoints_url or url
-        self.tenant = tenant
+        self.tenant = check_id(tenant, "tenant") if tenant != "" else tenant
         self._options = checkpointer_options
         self._stack: AsyncExitStack | None = None
         self._store: RunStore | None = None
