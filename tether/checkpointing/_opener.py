@@ -10,30 +10,10 @@ from langgraph.checkpoint.base import BaseCheckpointSaver
 
 from tether.checkpointing._backends import BackendEntry, backend_named
 from tether.checkpointing._url import parse_url, redact
-from tether.checkpointing.encryption import ENV_KEYS, KeyRing, MissingKeyError
+from tether.checkpointing.encryption import ENV_KEYS, MissingKeyError, key_ring_for
 from tether.errors import ConfigurationError
 
 __all__ = ["open_checkpointer"]
-
-
-def _key_ring(encryption: KeyRing | bool | None) -> KeyRing | None:
-    """The ring to encrypt with: the argument, else the environment, else none."""
-    if isinstance(encryption, KeyRing):
-        return encryption
-    if encryption is None or encryption is True:
-        ring = KeyRing.from_env()
-        if ring is None and encryption is True:
-            raise MissingKeyError(
-                "encryption=True but no key is configured: set TETHER_ENCRYPTION_KEYS "
-                "('<id>:<base64 32-byte key>', see `tether keys generate`) or pass "
-                "encryption=KeyRing(...)"
-            )
-        return ring
-    if encryption is False:
-        return None
-    raise ConfigurationError(
-        f"encryption must be a KeyRing, True, False or None, not {type(encryption).__name__}"
-    )
 
 
 async def _refuse_sealed_store(
@@ -87,7 +67,7 @@ async def open_checkpointer(url: str, **options: Any) -> AsyncIterator[BaseCheck
         MissingDependencyError: The backend's extra is not installed.
         BackendUnavailableError: The server cannot be reached or lacks a module.
     """
-    ring = _key_ring(options.pop("encryption", None))
+    ring = key_ring_for(options.pop("encryption", None))
     searchable = options.pop("searchable_metadata", ())
     if searchable and ring is None:
         raise ConfigurationError(

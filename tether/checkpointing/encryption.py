@@ -61,6 +61,7 @@ __all__ = [
     "WrongKeyError",
     "aad",
     "aad_part",
+    "key_ring_for",
 ]
 
 ENV_KEYS = "TETHER_ENCRYPTION_KEYS"
@@ -370,3 +371,32 @@ class KeyRing:
         except UnicodeDecodeError:
             raise TamperedCiphertextError(f"value{place} has a corrupt header") from None
         return key_id, blob[key_at:body_at], body_at
+
+
+def key_ring_for(encryption: KeyRing | bool | None) -> KeyRing | None:
+    """The ring to encrypt with: the argument, else the environment, else none.
+
+    Args:
+        encryption: A :class:`KeyRing`; ``True`` (the environment's, required);
+            ``None`` (the environment's, if any); ``False`` (none).
+
+    Raises:
+        MissingKeyError: ``True`` and no key in the environment.
+        ConfigurationError: Anything else.
+    """
+    if isinstance(encryption, KeyRing):
+        return encryption
+    if encryption is None or encryption is True:
+        ring = KeyRing.from_env()
+        if ring is None and encryption is True:
+            raise MissingKeyError(
+                f"encryption=True but no key is configured: set {ENV_KEYS} "
+                "('<id>:<base64 32-byte key>', see `tether keys generate`) or pass "
+                "encryption=KeyRing(...)"
+            )
+        return ring
+    if encryption is False:
+        return None
+    raise ConfigurationError(
+        f"encryption must be a KeyRing, True, False or None, not {type(encryption).__name__}"
+    )

@@ -61,7 +61,9 @@ class Runtime:
         graphs: Graph ids whose shared assistants to create on opening (workers
             create them for their project's graphs too), so runs of them can be
             created before any worker has started.
-        checkpointer_options: Passed to :func:`tether.open_checkpointer`.
+        checkpointer_options: Passed to :func:`tether.open_checkpointer`;
+            ``encryption`` also seals the run store's private values (runs'
+            inputs and errors, threads' values and interrupts, event data).
     """
 
     def __init__(
@@ -89,7 +91,9 @@ class Runtime:
     async def __aenter__(self) -> Runtime:
         stack = AsyncExitStack()
         try:
-            store = await stack.enter_async_context(open_run_store(self.url))
+            store = await stack.enter_async_context(
+                open_run_store(self.url, encryption=self._options.get("encryption"))
+            )
             await store.setup()
             await register_graphs(store, self._graphs)
             notifier = notifier_for(self.url, store)

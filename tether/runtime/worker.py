@@ -153,7 +153,9 @@ class Worker:
             for sig in (signal.SIGTERM, signal.SIGINT):
                 loop.add_signal_handler(sig, self.stop)
         async with (
-            open_run_store(self.url) as store,
+            open_run_store(
+                self.url, encryption=self.checkpointer_options.get("encryption")
+            ) as store,
             open_checkpointer(
                 self.checkpoints_url, **checkpointer_options(self.checkpointer_options)
             ) as base,

@@ -15,6 +15,7 @@ from contextlib import asynccontextmanager
 from urllib.parse import urlsplit
 
 from tether.checkpointing import parse_url, redact
+from tether.checkpointing.encryption import KeyRing, key_ring_for
 from tether.errors import ConfigurationError
 from tether.runtime.store.base import (
     KEEP,
@@ -48,12 +49,22 @@ SUPPORTED = "postgresql://… or sqlite:///path"
 
 @asynccontextmanager
 async def open_run_store(
-    url: str, *, min_size: int = 1, max_size: int = 10, connect_timeout: float = 5.0
+    url: str,
+    *,
+    encryption: KeyRing | bool | None = None,
+    min_size: int = 1,
+    max_size: int = 10,
+    connect_timeout: float = 5.0,
 ) -> AsyncIterator[RunStore]:
     """Open the run store at ``url``; closes its connections on exit.
 
     Args:
         url: ``postgresql://user:pass@host/db`` or ``sqlite:///path/to/file.db``.
+        encryption: Seal runs' inputs and errors, threads' values, errors and
+            interrupts, and event data (:mod:`~tether.runtime.store.sealing`):
+            a :class:`~tether.checkpointing.encryption.KeyRing`, ``True`` (the
+            environment's keys, required), ``None`` (the environment's keys, if
+            any: the checkpointers' default) or ``False``.
         min_size: Fewest pooled connections (PostgreSQL).
         max_size: Most pooled connections (PostgreSQL).
         connect_timeout: Seconds to wait for the server (PostgreSQL).
@@ -70,6 +81,7 @@ async def open_run_store(
             f"run store URL {redact(str(url))!r} has {shown}; the runtime supports {SUPPORTED}"
         )
     parsed = parse_url(url)  # the checkpointers' checks: host, file path, port
+    keys = key_ring_for(encryption)
     store: RunStore
     if parsed.backend == "postgres":
         from tether.runtime.store.postgres import PostgresRunStore
@@ -81,6 +93,7 @@ async def open_run_store(
         from tether.runtime.store.sqlite import SqliteRunStore
 
         store = await SqliteRunStore.open(parsed.sqlite_path)
+    store.seal_with(keys)
     try:
         yield store
     finally:

@@ -20,7 +20,7 @@ interface as JSON-compatible Python values; the store encodes them.
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from typing import Any, Literal, Protocol
+from typing import TYPE_CHECKING, Any, Literal, Protocol
 
 from tether.runtime.models import (
     Assistant,
@@ -32,6 +32,10 @@ from tether.runtime.models import (
     Thread,
     ThreadStatus,
 )
+
+if TYPE_CHECKING:
+    from tether.checkpointing.encryption import KeyRing
+    from tether.runtime.store.rows import Dialect
 from tether.runtime.store.types import (
     KEEP,
     Claim,
@@ -68,6 +72,13 @@ class RunStore(Protocol):
     @property
     def dialect(self) -> Literal["postgres", "sqlite"]:
         """Which backend this is."""
+
+    @property
+    def rows(self) -> Dialect:
+        """How rows are decoded and sealed values opened."""
+
+    def seal_with(self, keys: KeyRing | None) -> None:
+        """Seal private values with ``keys`` from now on (``None``: in clear)."""
 
     # -- schema ---------------------------------------------------------------------------
 

@@ -14,6 +14,7 @@ from tether.runtime.errors import AlreadyExistsError, InvalidRunRequestError, Ru
 from tether.runtime.ids import check_id, new_id
 from tether.runtime.models import Assistant, CancelAction, IfExists, Run, RunStatus
 from tether.runtime.store.encoding import dumps, dumps_display
+from tether.runtime.store.sealing import Sealer
 from tether.runtime.store.types import KEEP, Hold, NewEvent, Outcome
 from tether.runtime.store.validation import COMMAND_KEYS, ValidRun, check_mapping, encode
 
@@ -126,7 +127,9 @@ def created_event(assistant: Assistant, run: ValidRun) -> NewEvent:
     )
 
 
-def run_params(v: ValidRun, assistant: Assistant, tenant: str, thread_id: str) -> dict[str, Any]:
+def run_params(
+    v: ValidRun, assistant: Assistant, tenant: str, thread_id: str, sealer: Sealer
+) -> dict[str, Any]:
     """The named parameters of a run's INSERT (``deadline`` as a ``datetime``)."""
     return {
         "run": v.run_id,
@@ -136,7 +139,7 @@ def run_params(v: ValidRun, assistant: Assistant, tenant: str, thread_id: str) -
         "graph": assistant.graph_id,
         "strategy": v.strategy,
         "kwargs": v.kwargs_json,
-        "input": v.input_json,
+        "input": sealer.seal_text(v.input_json, "tether.run", v.run_id, "input"),
         "input_kind": v.input_kind,
         "metadata": v.metadata_json,
         "max_attempts": v.max_attempts,
@@ -152,34 +155,47 @@ def where(filters: Sequence[tuple[str, Any]], mark: str) -> tuple[str, list[Any]
     return " AND ".join(f"{column} = {mark}" for column, _ in used), [v for _, v in used]
 
 
-def finish_params(hold: Hold, outcome: Outcome) -> dict[str, Any]:
-    """The named parameters of the finish statements (§3.3.5), JSON encoded."""
+def finish_params(hold: Hold, outcome: Outcome, sealer: Sealer) -> dict[str, Any]:
+    """The named parameters of the finish statements (§3.3.5), JSON encoded, private
+    values sealed."""
     keep = outcome.values is KEEP
+    thread, run = ("tether.thread", hold.thread_id), ("tether.run", hold.run_id)
+    interrupts: str | None = None
+    if outcome.interrupts is not None:
+        interrupts = (
+            dumps(sealer.seal(outcome.interrupts, *thread, "interrupts"))
+            if sealer.enabled
+            else dumps_display(outcome.interrupts)
+        )
+    thread_error = outcome.thread_error
+    error = outcome.error
     return {
         "thread": hold.thread_id,
         "run": hold.run_id,
         "fence": hold.fence,
         "thread_status": outcome.thread_status,
         "keep": keep,
-        "values": None if keep else dumps(outcome.values),
-        "interrupts": None if outcome.interrupts is None else dumps_display(outcome.interrupts),
-        "thread_error": None if outcome.thread_error is None else dumps(outcome.thread_error),
+        "values": None if keep else sealer.seal(outcome.values, *thread, "values"),
+        "interrupts": interrupts,
+        "thread_error": None
+        if thread_error is None
+        else sealer.seal(thread_error, *thread, "error"),
         "status": outcome.status,
         "waiting_on": dumps([w.as_dict() for w in outcome.waiting_on]),
-        "error": None if outcome.error is None else dumps(outcome.error),
+        "error": None if error is None else sealer.seal(error, *run, "error"),
         "reason": outcome.reason,
     }
 
 
-def resume_input(command: Mapping[str, Any]) -> str:
-    """The JSON input of a resumed run: a LangGraph ``Command`` as a dict."""
+def resume_input(command: Mapping[str, Any], run_id: str, sealer: Sealer) -> str:
+    """The (sealed) JSON input of a resumed run: a LangGraph ``Command`` as a dict."""
     command = check_mapping(command, "command")
     if not command or not set(command) <= COMMAND_KEYS:
         raise InvalidRunRequestError(
             f"command must have some of the keys {', '.join(sorted(COMMAND_KEYS))}, "
             f"got {sorted(command)}"
         )
-    return encode(dict(command), "command")
+    return sealer.seal_text(encode(dict(command), "command"), "tether.run", run_id, "input")
 
 
 def resumed_event(resumes: int) -> NewEvent:

@@ -15,6 +15,7 @@ from collections.abc import Mapping, Sequence
 from datetime import UTC, datetime
 from typing import Any
 
+from tether.checkpointing.encryption import KeyRing
 from tether.runtime.errors import AssistantNotFoundError, RunNotFoundError, ThreadNotFoundError
 from tether.runtime.ids import check_id, new_id
 from tether.runtime.models import (
@@ -30,6 +31,7 @@ from tether.runtime.models import (
 from tether.runtime.store import control
 from tether.runtime.store.base import Created, NewEvent, NewRun
 from tether.runtime.store.control import NewAssistant
+from tether.runtime.store.rows import Dialect
 from tether.runtime.store.validation import ValidRun, check_mapping, encode, validate
 
 __all__ = ["ControlPlane"]
@@ -39,6 +41,16 @@ class ControlPlane(ABC):
     """Assistants, threads, runs and event reads (see :class:`~.base.RunStore`)."""
 
     # -- hooks a backend implements ---------------------------------------------------------
+
+    @property
+    @abstractmethod
+    def rows(self) -> Dialect:
+        """How this store decodes rows and opens sealed values."""
+
+    @abstractmethod
+    def seal_with(self, keys: KeyRing | None) -> None:
+        """Seal private values with ``keys`` from now on (``None``: in clear); see
+        :mod:`tether.runtime.store.sealing`."""
 
     @abstractmethod
     async def _put_assistant(self, a: NewAssistant, tenant: str) -> tuple[Assistant, bool]:
@@ -227,7 +239,8 @@ class ControlPlane(ABC):
         tenant: str = "",
         events: Sequence[NewEvent] = (),
     ) -> Run:
-        return await self._resume_run(run_id, tenant, control.resume_input(command), events)
+        sealed = control.resume_input(command, run_id, self.rows.sealer)
+        return await self._resume_run(run_id, tenant, sealed, events)
 
     async def add_events(self, run_id: str, events: Sequence[NewEvent], *, tenant: str = "") -> int:
         return await self._add_events(run_id, tenant, events)

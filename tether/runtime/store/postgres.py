@@ -19,6 +19,7 @@ from psycopg.rows import DictRow, dict_row
 from psycopg_pool import AsyncConnectionPool
 
 from tether.checkpointing import redact
+from tether.checkpointing.encryption import KeyRing
 from tether.errors import BackendUnavailableError
 from tether.runtime import migrations
 from tether.runtime.errors import (
@@ -45,7 +46,8 @@ from tether.runtime.store.control import NewAssistant
 from tether.runtime.store.encoding import dumps
 from tether.runtime.store.plane import ControlPlane
 from tether.runtime.store.postgres_worker import Cursor, PostgresWorkerPlane, insert_events
-from tether.runtime.store.rows import POSTGRES
+from tether.runtime.store.rows import POSTGRES, Dialect
+from tether.runtime.store.sealing import Sealer
 from tether.runtime.store.validation import ValidRun
 
 __all__ = ["PostgresRunStore"]
@@ -89,13 +91,13 @@ UPDATE tether_runs
 RETURNING *"""
 
 
-async def _append(cur: Cursor, run_id: str, events: Sequence[NewEvent]) -> int:
+async def _append(cur: Cursor, run_id: str, events: Sequence[NewEvent], sealer: Sealer) -> int:
     """Append control-plane events (no fence); the caller holds the run row's lock."""
     await cur.execute(_BUMP, (len(events), run_id))
     row = await cur.fetchone()
     assert row is not None
     last = int(row["last_seq"])
-    await insert_events(cur, run_id, last - len(events), events)
+    await insert_events(cur, run_id, last - len(events), events, sealer)
     return last
 
 
@@ -112,6 +114,14 @@ class PostgresRunStore(ControlPlane, PostgresWorkerPlane):
 
     def __init__(self, pool: AsyncConnectionPool[Any]) -> None:
         self._pool = pool
+        self._rows = POSTGRES
+
+    @property
+    def rows(self) -> Dialect:
+        return self._rows
+
+    def seal_with(self, keys: KeyRing | None) -> None:
+        self._rows = POSTGRES.sealed_by(Sealer(keys))
 
     @classmethod
     async def open(
@@ -168,11 +178,11 @@ class PostgresRunStore(ControlPlane, PostgresWorkerPlane):
                        VALUES (%s, 1, %s, %s, %s, %s::jsonb, %s::jsonb, %s::jsonb)""",
                     (a.assistant_id, a.graph_id, a.name, a.description, *a.json),
                 )
-                return POSTGRES.assistant(row), True
+                return self.rows.assistant(row), True
             await cur.execute(
                 "SELECT * FROM tether_assistants WHERE assistant_id = %s", (a.assistant_id,)
             )
-            return POSTGRES.assistant(await _one(cur)), False
+            return self.rows.assistant(await _one(cur)), False
 
     async def _find_assistant(self, assistant_id: str, tenant: str) -> Assistant | None:
         row = await self._read_one(
@@ -182,7 +192,7 @@ class PostgresRunStore(ControlPlane, PostgresWorkerPlane):
                 ORDER BY assistant_id = %s DESC LIMIT 1""",
             (assistant_id, tenant, system_assistant_id(assistant_id), assistant_id),
         )
-        return None if row is None else POSTGRES.assistant(row)
+        return None if row is None else self.rows.assistant(row)
 
     async def _put_thread(self, thread_id: str, tenant: str, meta: str) -> tuple[Thread, bool]:
         async with self._tx() as cur:
@@ -193,16 +203,16 @@ class PostgresRunStore(ControlPlane, PostgresWorkerPlane):
             )
             row = await cur.fetchone()
             if row is not None:
-                return POSTGRES.thread(row), True
+                return self.rows.thread(row), True
             await cur.execute("SELECT * FROM tether_threads WHERE thread_id = %s", (thread_id,))
-            return POSTGRES.thread(await _one(cur)), False
+            return self.rows.thread(await _one(cur)), False
 
     async def _find_thread(self, thread_id: str, tenant: str) -> Thread | None:
         row = await self._read_one(
             "SELECT * FROM tether_threads WHERE thread_id = %s AND tenant_id = %s",
             (thread_id, tenant),
         )
-        return None if row is None else POSTGRES.thread(row)
+        return None if row is None else self.rows.thread(row)
 
     async def _list_threads(
         self,
@@ -218,7 +228,7 @@ class PostgresRunStore(ControlPlane, PostgresWorkerPlane):
             sql += " AND metadata @> %s::jsonb"
             params.append(dumps(dict(metadata)))
         sql += " ORDER BY updated_at DESC, thread_id LIMIT %s OFFSET %s"
-        return [POSTGRES.thread(r) for r in await self._read(sql, [*params, limit, offset])]
+        return [self.rows.thread(r) for r in await self._read(sql, [*params, limit, offset])]
 
     async def _delete_thread(self, thread_id: str, tenant: str) -> bool:
         async with self._tx() as cur:
@@ -257,10 +267,13 @@ class PostgresRunStore(ControlPlane, PostgresWorkerPlane):
                 raise ThreadBusyError(BUSY_MESSAGE)
             continued = await self._continue_interrupted(cur, thread_id, v.run_id)
             try:
-                await cur.execute(_INSERT_RUN, control.run_params(v, assistant, tenant, thread_id))
+                await cur.execute(
+                    _INSERT_RUN,
+                    control.run_params(v, assistant, tenant, thread_id, self.rows.sealer),
+                )
             except psycopg.errors.UniqueViolation as exc:
                 raise AlreadyExistsError(f"run {v.run_id} already exists") from exc
-            await _append(cur, v.run_id, [control.created_event(assistant, v)])
+            await _append(cur, v.run_id, [control.created_event(assistant, v)], self.rows.sealer)
             reason = superseded_reason(v.run_id, v.strategy)
             superseded = [
                 await self._cancel_in(cur, run_id, action, reason)
@@ -284,13 +297,13 @@ class PostgresRunStore(ControlPlane, PostgresWorkerPlane):
         )
         last: Run | None = None
         for row in await cur.fetchall():
-            await _append(cur, row["run_id"], [control.continued_event(new)])
+            await _append(cur, row["run_id"], [control.continued_event(new)], self.rows.sealer)
             last = await self._locked_run(cur, row["run_id"])
         return last
 
     async def _locked_run(self, cur: Cursor, run_id: str) -> Run:
         await cur.execute("SELECT * FROM tether_runs WHERE run_id = %s FOR UPDATE", (run_id,))
-        return POSTGRES.run(await _one(cur))
+        return self.rows.run(await _one(cur))
 
     async def _cancel_in(
         self, cur: Cursor, run_id: str, action: CancelAction, reason: str | None
@@ -302,13 +315,13 @@ class PostgresRunStore(ControlPlane, PostgresWorkerPlane):
         await cur.execute(_CANCEL_RUNNING if run.status == "running" else _CANCEL_ENDED, params)
         row = await _one(cur)
         event = control.cancel_event(run.status, action, reason)
-        await insert_events(cur, run_id, int(row["last_seq"]) - 1, [event])
+        await insert_events(cur, run_id, int(row["last_seq"]) - 1, [event], self.rows.sealer)
         if run.status == "running":
             await cur.execute("SELECT pg_notify('tether_control', %s)", (run_id,))
         else:
             await cur.execute(_FREE_THREAD, {"thread": run.thread_id})
         await cur.execute("SELECT pg_notify('tether_events', %s)", (run_id,))
-        return POSTGRES.run(row)
+        return self.rows.run(row)
 
     async def _lock_thread_of(self, cur: Cursor, run_id: str, tenant: str) -> str:
         """Lock the run's thread row (thread first, then run) and return its id."""
@@ -328,7 +341,7 @@ class PostgresRunStore(ControlPlane, PostgresWorkerPlane):
         row = await self._read_one(
             "SELECT * FROM tether_runs WHERE run_id = %s AND tenant_id = %s", (run_id, tenant)
         )
-        return None if row is None else POSTGRES.run(row)
+        return None if row is None else self.rows.run(row)
 
     async def _list_runs(
         self,
@@ -342,7 +355,7 @@ class PostgresRunStore(ControlPlane, PostgresWorkerPlane):
         clause, params = control.where(filters, "%s")
         sql = f"SELECT * FROM tether_runs WHERE {clause} ORDER BY created_at DESC, seq DESC"
         rows = await self._read(sql + " LIMIT %s OFFSET %s", [*params, limit, offset])
-        return [POSTGRES.run(r) for r in rows]
+        return [self.rows.run(r) for r in rows]
 
     async def _cancel_run(
         self, run_id: str, tenant: str, action: CancelAction, reason: str | None
@@ -361,7 +374,9 @@ class PostgresRunStore(ControlPlane, PostgresWorkerPlane):
             if row is None:
                 current = await self._locked_run(cur, run_id)
                 raise RunNotActiveError(control.not_interrupted(current))
-            await _append(cur, run_id, [*events, control.resumed_event(int(row["resumes"]))])
+            await _append(
+                cur, run_id, [*events, control.resumed_event(int(row["resumes"]))], self.rows.sealer
+            )
             await cur.execute(
                 "UPDATE tether_threads SET status = 'busy', updated_at = now() "
                 "WHERE thread_id = %s",
@@ -381,7 +396,7 @@ class PostgresRunStore(ControlPlane, PostgresWorkerPlane):
             )
             if await cur.fetchone() is None:
                 raise RunNotFoundError(control.no_run(run_id))
-            last = await _append(cur, run_id, events)
+            last = await _append(cur, run_id, events, self.rows.sealer)
             await cur.execute("SELECT pg_notify('tether_events', %s)", (run_id,))
             return last
 
@@ -397,7 +412,7 @@ class PostgresRunStore(ControlPlane, PostgresWorkerPlane):
         rows = await self._read(sql + " ORDER BY e.seq LIMIT %s", [*params, limit])
         if not rows and await self._find_run(run_id, tenant) is None:
             return None
-        return [POSTGRES.event(r) for r in rows]
+        return [self.rows.event(r) for r in rows]
 
     # -- reads ------------------------------------------------------------------------------
 

@@ -30,7 +30,8 @@ from tether.runtime.store.control import (
     finished_data,
 )
 from tether.runtime.store.encoding import dumps
-from tether.runtime.store.rows import POSTGRES
+from tether.runtime.store.rows import POSTGRES, Dialect
+from tether.runtime.store.sealing import Sealer
 
 __all__ = ["PostgresWorkerPlane", "insert_events"]
 
@@ -140,11 +141,13 @@ async def insert_events(
     run_id: str,
     base: int,
     events: Sequence[NewEvent],
+    sealer: Sealer,
     *,
     fence: int | None = None,
     worker: str | None = None,
 ) -> None:
-    """Insert ``events`` as seqs ``base + 1 …`` (the caller reserved them on the run row)."""
+    """Insert ``events`` as seqs ``base + 1 …`` (the caller reserved them on the run row),
+    their data sealed for each seq."""
     if not events:
         return
     await cur.execute(
@@ -156,13 +159,20 @@ async def insert_events(
             "worker": worker,
             "kinds": [e.kind for e in events],
             "nss": [e.ns for e in events],
-            "datas": [dumps(e.data) for e in events],
+            "datas": [
+                sealer.seal(e.data, "tether.event", run_id, str(base + i))
+                for i, e in enumerate(events, start=1)
+            ],
         },
     )
 
 
 class PostgresWorkerPlane:
     """Worker-plane methods of ``PostgresRunStore`` (needs ``self._pool``)."""
+
+    @property
+    def rows(self) -> Dialect:
+        raise NotImplementedError
 
     _pool: AsyncConnectionPool[Any]
 
@@ -222,7 +232,7 @@ class PostgresWorkerPlane:
         async with self._tx() as cur:
             await cur.execute(sql, params)
             for row in await cur.fetchall():
-                run = POSTGRES.run(row)
+                run = self.rows.run(row)
                 if run.attempt > run.max_attempts:
                     hold = Hold(run.run_id, run.thread_id, worker, run.fence)
                     await self._finish_in(cur, hold, attempts_exceeded(run))
@@ -261,6 +271,7 @@ class PostgresWorkerPlane:
                 hold.run_id,
                 int(row["last_seq"]) - 1,
                 [NewEvent("run.released", data)],
+                self.rows.sealer,
                 fence=hold.fence,
                 worker=hold.worker_id,
             )
@@ -268,14 +279,14 @@ class PostgresWorkerPlane:
                 "SELECT pg_notify('tether_runs', %s), pg_notify('tether_events', %s)",
                 (row["graph_id"], hold.run_id),
             )
-        return POSTGRES.run(row)
+        return self.rows.run(row)
 
     async def finish(self, hold: Hold, outcome: Outcome) -> Run:
         async with self._tx() as cur:
             return await self._finish_in(cur, hold, outcome)
 
     async def _finish_in(self, cur: Cursor, hold: Hold, outcome: Outcome) -> Run:
-        params = finish_params(hold, outcome)
+        params = finish_params(hold, outcome, self.rows.sealer)
         await cur.execute(_FINISH_THREAD, params)
         await cur.execute(_FINISH_RUN, params)
         row = await self._fenced_row(cur, hold)
@@ -285,6 +296,7 @@ class PostgresWorkerPlane:
             hold.run_id,
             int(row["last_seq"]) - 1,
             [finished],
+            self.rows.sealer,
             fence=hold.fence,
             worker=hold.worker_id,
         )
@@ -292,7 +304,7 @@ class PostgresWorkerPlane:
             "SELECT pg_notify('tether_runs', %s), pg_notify('tether_events', %s)",
             (row["graph_id"], hold.run_id),
         )
-        return POSTGRES.run(row)
+        return self.rows.run(row)
 
     async def append_events(self, hold: Hold, events: Sequence[NewEvent]) -> int:
         async with self._tx() as cur:
@@ -301,7 +313,13 @@ class PostgresWorkerPlane:
             )
             base = int((await self._fenced_row(cur, hold))["base"])
             await insert_events(
-                cur, hold.run_id, base, events, fence=hold.fence, worker=hold.worker_id
+                cur,
+                hold.run_id,
+                base,
+                events,
+                self.rows.sealer,
+                fence=hold.fence,
+                worker=hold.worker_id,
             )
             if events:
                 await cur.execute("SELECT pg_notify('tether_events', %s)", (hold.run_id,))

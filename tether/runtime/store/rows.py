@@ -15,7 +15,8 @@ from datetime import UTC, datetime
 from typing import Any, Protocol
 
 from tether.runtime.models import Assistant, Run, RunEvent, Thread, WaitingOn
-from tether.runtime.store.encoding import loads, loads_or_none
+from tether.runtime.store.encoding import loads
+from tether.runtime.store.sealing import PLAIN, SYSTEM_EVENTS, Sealer
 
 __all__ = ["POSTGRES", "SQLITE", "Dialect", "Row"]
 
@@ -43,10 +44,15 @@ def _sqlite_json(value: Any) -> Any:
 
 @dataclass(frozen=True)
 class Dialect:
-    """How one backend returns JSON columns and times."""
+    """How one backend returns JSON columns and times, and how private values are opened."""
 
     json: Callable[[Any], Any]
     maybe_time: Callable[[Any], datetime | None]
+    sealer: Sealer = PLAIN
+
+    def sealed_by(self, sealer: Sealer) -> Dialect:
+        """This dialect, opening private values with ``sealer``."""
+        return Dialect(self.json, self.maybe_time, sealer)
 
     def time(self, value: Any) -> datetime:
         moment = self.maybe_time(value)
@@ -65,7 +71,7 @@ class Dialect:
             status=row["status"],
             multitask_strategy=row["multitask_strategy"],
             kwargs=self.json(row["kwargs"]),
-            input=loads_or_none(row["input"]),
+            input=self.sealer.open(row["input"], "tether.run", row["run_id"], "input"),
             input_kind=row["input_kind"],
             metadata=self.json(row["metadata"]),
             attempt=int(row["attempt"]),
@@ -82,7 +88,7 @@ class Dialect:
             cancel_requested_at=self.maybe_time(row["cancel_requested_at"]),
             ended_reason=row["ended_reason"],
             waiting_on=tuple(WaitingOn.from_dict(w) for w in waiting),
-            error=loads_or_none(row["error"]),
+            error=self.sealer.open(row["error"], "tether.run", row["run_id"], "error"),
             last_seq=int(row["last_seq"]),
             created_at=self.time(row["created_at"]),
             updated_at=self.time(row["updated_at"]),
@@ -91,15 +97,18 @@ class Dialect:
         )
 
     def thread(self, row: Row) -> Thread:
+        thread_id = row["thread_id"]
         return Thread(
-            thread_id=row["thread_id"],
+            thread_id=thread_id,
             tenant_id=row["tenant_id"],
             status=row["status"],
             metadata=self.json(row["metadata"]),
             config=self.json(row["config"]),
-            values=loads_or_none(row["state_values"]),
-            interrupts=self.json(row["interrupts"]),
-            error=loads_or_none(row["error"]),
+            values=self.sealer.open(row["state_values"], "tether.thread", thread_id, "values"),
+            interrupts=self.sealer.open_json(
+                self.json(row["interrupts"]), "tether.thread", thread_id, "interrupts"
+            ),
+            error=self.sealer.open(row["error"], "tether.thread", thread_id, "error"),
             active_run_id=row["active_run_id"],
             temporary=bool(row["temporary"]),
             created_at=self.time(row["created_at"]),
@@ -127,7 +136,13 @@ class Dialect:
             run_id=row["run_id"],
             seq=int(row["seq"]),
             kind=row["kind"],
-            data=loads(row["data"]),
+            data=self.sealer.open(
+                row["data"],
+                "tether.event",
+                row["run_id"],
+                str(row["seq"]),
+                clear_ok=row["kind"] in SYSTEM_EVENTS,
+            ),
             ns=row["ns"],
             fence=None if row["fence"] is None else int(row["fence"]),
             worker_id=row["worker_id"],

@@ -16,6 +16,7 @@ from collections.abc import Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any, Literal
 
+from tether.checkpointing.encryption import KeyRing
 from tether.runtime import migrations
 from tether.runtime.errors import (
     AlreadyExistsError,
@@ -40,14 +41,15 @@ from tether.runtime.store.base import Created, NewEvent
 from tether.runtime.store.control import NewAssistant
 from tether.runtime.store.encoding import dumps
 from tether.runtime.store.plane import ControlPlane
-from tether.runtime.store.rows import SQLITE
-from tether.runtime.store.sqlite_worker import SqliteWorkerPlane, insert_events
+from tether.runtime.store.rows import SQLITE, Dialect
+from tether.runtime.store.sealing import Sealer
+from tether.runtime.store.sqlite_worker import RunDB, SqliteWorkerPlane, insert_events
 from tether.runtime.store.validation import ValidRun
 
 __all__ = ["BUSY_TIMEOUT_MS", "SqliteRunStore", "connect"]
 
 BUSY_TIMEOUT_MS = 5000
-DB = sqlite3.Connection
+DB = RunDB
 _INSERT_RUN = """
 INSERT INTO tether_runs (run_id, seq, tenant_id, thread_id, assistant_id, graph_id, status,
     multitask_strategy, kwargs, input, input_kind, metadata, max_attempts, available_at,
@@ -66,7 +68,7 @@ UPDATE tether_threads
 
 def connect(path: str) -> DB:
     """A runtime connection: busy timeout, WAL, foreign keys, autocommit."""
-    db = sqlite3.connect(path, isolation_level=None, check_same_thread=False)
+    db = sqlite3.connect(path, isolation_level=None, check_same_thread=False, factory=RunDB)
     db.row_factory = sqlite3.Row
     db.execute(f"PRAGMA busy_timeout = {BUSY_TIMEOUT_MS}")
     db.execute("PRAGMA journal_mode = WAL")
@@ -85,7 +87,7 @@ def _append(db: DB, run_id: str, events: Sequence[NewEvent], now: float) -> int:
 
 
 def _run(db: DB, run_id: str) -> Run:
-    return SQLITE.run(
+    return db.rows.run(
         db.execute("SELECT * FROM tether_runs WHERE run_id = ?", (run_id,)).fetchone()
     )
 
@@ -96,7 +98,7 @@ def _tenant_run(db: DB, run_id: str, tenant: str) -> Run:
     ).fetchone()
     if row is None:
         raise RunNotFoundError(control.no_run(run_id))
-    return SQLITE.run(row)
+    return db.rows.run(row)
 
 
 def _cancel_in(db: DB, now: float, run_id: str, action: CancelAction, reason: str | None) -> Run:
@@ -162,7 +164,7 @@ def _create_run(db: DB, now: float, v: ValidRun, assistant: Assistant, tenant: s
     if decision.reject:
         raise ThreadBusyError(BUSY_MESSAGE)
     continued = _continue_interrupted(db, now, thread_id, v.run_id)
-    params = control.run_params(v, assistant, tenant, thread_id)
+    params = control.run_params(v, assistant, tenant, thread_id, db.rows.sealer)
     params.update(now=now, deadline=v.deadline_at and v.deadline_at.timestamp())
     try:
         db.execute(_INSERT_RUN, params)
@@ -220,6 +222,13 @@ class SqliteRunStore(ControlPlane, SqliteWorkerPlane):
             raise
         return cls(db, executor)
 
+    @property
+    def rows(self) -> Dialect:
+        return self._db.rows
+
+    def seal_with(self, keys: KeyRing | None) -> None:
+        self._db.rows = SQLITE.sealed_by(Sealer(keys))
+
     async def aclose(self) -> None:
         await self._run(lambda db: db.close())
         self._executor.shutdown(wait=True)
@@ -252,7 +261,7 @@ class SqliteRunStore(ControlPlane, SqliteWorkerPlane):
             row = db.execute(
                 "SELECT * FROM tether_assistants WHERE assistant_id = ?", (a.assistant_id,)
             ).fetchone()
-            return SQLITE.assistant(row), bool(inserted)
+            return self._db.rows.assistant(row), bool(inserted)
 
         return await self._write(put)
 
@@ -264,7 +273,7 @@ class SqliteRunStore(ControlPlane, SqliteWorkerPlane):
                 ORDER BY assistant_id = ? DESC LIMIT 1""",
             (assistant_id, tenant, system_assistant_id(assistant_id), assistant_id),
         )
-        return None if row is None else SQLITE.assistant(row)
+        return None if row is None else self._db.rows.assistant(row)
 
     async def _put_thread(self, thread_id: str, tenant: str, meta: str) -> tuple[Thread, bool]:
         def put(db: DB, now: float) -> tuple[Thread, bool]:
@@ -277,7 +286,7 @@ class SqliteRunStore(ControlPlane, SqliteWorkerPlane):
             row = db.execute(
                 "SELECT * FROM tether_threads WHERE thread_id = ?", (thread_id,)
             ).fetchone()
-            return SQLITE.thread(row), bool(inserted)
+            return self._db.rows.thread(row), bool(inserted)
 
         return await self._write(put)
 
@@ -286,7 +295,7 @@ class SqliteRunStore(ControlPlane, SqliteWorkerPlane):
             "SELECT * FROM tether_threads WHERE thread_id = ? AND tenant_id = ?",
             (thread_id, tenant),
         )
-        return None if row is None else SQLITE.thread(row)
+        return None if row is None else self._db.rows.thread(row)
 
     async def _list_threads(
         self,
@@ -302,7 +311,7 @@ class SqliteRunStore(ControlPlane, SqliteWorkerPlane):
             sql += " AND json_extract(metadata, ?) IS json_extract(?, '$')"
             params += ['$."' + key.replace('"', '""') + '"', dumps(value)]
         sql += " ORDER BY updated_at DESC, thread_id LIMIT ? OFFSET ?"
-        return [SQLITE.thread(r) for r in await self._read(sql, [*params, limit, offset])]
+        return [self._db.rows.thread(r) for r in await self._read(sql, [*params, limit, offset])]
 
     async def _delete_thread(self, thread_id: str, tenant: str) -> bool:
         deleted = await self._write(
@@ -322,7 +331,7 @@ class SqliteRunStore(ControlPlane, SqliteWorkerPlane):
         row = await self._read_one(
             "SELECT * FROM tether_runs WHERE run_id = ? AND tenant_id = ?", (run_id, tenant)
         )
-        return None if row is None else SQLITE.run(row)
+        return None if row is None else self._db.rows.run(row)
 
     async def _list_runs(
         self,
@@ -336,7 +345,7 @@ class SqliteRunStore(ControlPlane, SqliteWorkerPlane):
         clause, params = control.where(filters, "?")
         sql = f"SELECT * FROM tether_runs WHERE {clause} ORDER BY created_at DESC, seq DESC"
         rows = await self._read(sql + " LIMIT ? OFFSET ?", [*params, limit, offset])
-        return [SQLITE.run(r) for r in rows]
+        return [self._db.rows.run(r) for r in rows]
 
     async def _cancel_run(
         self, run_id: str, tenant: str, action: CancelAction, reason: str | None
@@ -373,7 +382,7 @@ class SqliteRunStore(ControlPlane, SqliteWorkerPlane):
         rows = await self._read(sql + " ORDER BY e.seq LIMIT ?", [*params, limit])
         if not rows and await self._find_run(run_id, tenant) is None:
             return None
-        return [SQLITE.event(r) for r in rows]
+        return [self._db.rows.event(r) for r in rows]
 
     # -- reads ------------------------------------------------------------------------------
 

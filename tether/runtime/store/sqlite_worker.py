@@ -31,9 +31,16 @@ from tether.runtime.store.control import (
     finished_data,
 )
 from tether.runtime.store.encoding import dumps
-from tether.runtime.store.rows import SQLITE
+from tether.runtime.store.rows import SQLITE, Dialect
 
-__all__ = ["SqliteWorkerPlane", "insert_events", "write"]
+__all__ = ["RunDB", "SqliteWorkerPlane", "insert_events", "write"]
+
+
+class RunDB(sqlite3.Connection):
+    """A run store connection that knows how to decode (and open) its rows."""
+
+    rows: Dialect = SQLITE
+
 
 T = TypeVar("T")
 
@@ -84,7 +91,7 @@ UPDATE tether_runs
 RETURNING *"""
 
 
-def write(db: sqlite3.Connection, fn: Callable[[sqlite3.Connection, float], T]) -> T:
+def write(db: RunDB, fn: Callable[[RunDB, float], T]) -> T:
     """``fn(db, now)`` as one ``BEGIN IMMEDIATE`` transaction: committed, or rolled back."""
     db.execute("BEGIN IMMEDIATE")
     try:
@@ -97,7 +104,7 @@ def write(db: sqlite3.Connection, fn: Callable[[sqlite3.Connection, float], T]) 
 
 
 def insert_events(
-    db: sqlite3.Connection,
+    db: RunDB,
     run_id: str,
     base: int,
     events: Sequence[NewEvent],
@@ -107,11 +114,15 @@ def insert_events(
     worker: str | None = None,
 ) -> None:
     """Insert ``events`` as seqs ``base + 1 …`` (the caller reserved them on the run row)."""
+
+    def seal(data: Any, seq: str) -> str:
+        return db.rows.sealer.seal(data, "tether.event", run_id, seq)
+
     db.executemany(
         "INSERT INTO tether_run_events (run_id, seq, kind, ns, data, fence, worker_id, "
         "created_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
         [
-            (run_id, base + i, e.kind, e.ns, dumps(e.data), fence, worker, now)
+            (run_id, base + i, e.kind, e.ns, seal(e.data, str(base + i)), fence, worker, now)
             for i, e in enumerate(events, start=1)
         ],
     )
@@ -123,16 +134,14 @@ def _fenced(row: sqlite3.Row | None, hold: Hold) -> sqlite3.Row:
     return row
 
 
-def _claim(
-    db: sqlite3.Connection, now: float, sql: str, worker: str, params: dict[str, Any]
-) -> list[Claim]:
+def _claim(db: RunDB, now: float, sql: str, worker: str, params: dict[str, Any]) -> list[Claim]:
     claims = []
     for candidate in db.execute(sql, {**params, "now": now}).fetchall():
         run_id = candidate["run_id"]
         row = db.execute(
             _CLAIM, {"worker": worker, "now": now, "lease": params["lease"], "run": run_id}
         ).fetchone()
-        run = SQLITE.run(row)
+        run = db.rows.run(row)
         db.execute(
             "UPDATE tether_threads SET active_run_id = ?, status = 'busy', updated_at = ? "
             "WHERE thread_id = ?",
@@ -151,25 +160,25 @@ def _claim(
     return claims
 
 
-def finish_in(db: sqlite3.Connection, now: float, hold: Hold, outcome: Outcome) -> Run:
+def finish_in(db: RunDB, now: float, hold: Hold, outcome: Outcome) -> Run:
     """Finish a held run inside the caller's write transaction (§3.3.5)."""
-    params = {**finish_params(hold, outcome), "now": now}
+    params = {**finish_params(hold, outcome, db.rows.sealer), "now": now}
     db.execute(_FINISH_THREAD, params)
     row = _fenced(db.execute(_FINISH_RUN, params).fetchone(), hold)
     finished = [NewEvent("run.finished", finished_data(outcome))]
     insert_events(
         db, hold.run_id, row["last_seq"] - 1, finished, now, fence=hold.fence, worker=hold.worker_id
     )
-    return SQLITE.run(row)
+    return db.rows.run(row)
 
 
 class SqliteWorkerPlane:
     """Worker-plane methods of ``SqliteRunStore``: one connection, one thread."""
 
-    _db: sqlite3.Connection
+    _db: RunDB
     _executor: ThreadPoolExecutor
 
-    async def _run(self, fn: Callable[[sqlite3.Connection], T]) -> T:
+    async def _run(self, fn: Callable[[RunDB], T]) -> T:
         loop = asyncio.get_running_loop()
         try:
             return await loop.run_in_executor(self._executor, fn, self._db)
@@ -178,11 +187,11 @@ class SqliteWorkerPlane:
                 raise RuntimeSchemaError(MISSING_SCHEMA) from exc
             raise
 
-    async def _write(self, fn: Callable[[sqlite3.Connection, float], T]) -> T:
+    async def _write(self, fn: Callable[[RunDB, float], T]) -> T:
         return await self._run(lambda db: write(db, fn))
 
     async def register_worker(self, worker: WorkerInfo) -> None:
-        def register(db: sqlite3.Connection, now: float) -> None:
+        def register(db: RunDB, now: float) -> None:
             db.execute(
                 """INSERT INTO tether_workers (worker_id, host, pid, graphs, concurrency,
                        started_at, last_heartbeat) VALUES (?, ?, ?, ?, ?, ?, ?)
@@ -226,7 +235,7 @@ class SqliteWorkerPlane:
         return await self._write(lambda db, now: _claim(db, now, sql, worker, params))
 
     async def heartbeat(self, worker_id: str, *, lease: float) -> builtins.list[Held]:
-        def beat(db: sqlite3.Connection, now: float) -> list[Held]:
+        def beat(db: RunDB, now: float) -> list[Held]:
             rows = db.execute(
                 """UPDATE tether_runs SET lease_expires_at = ? + ?
                     WHERE worker_id = ? AND status = 'running'
@@ -242,7 +251,7 @@ class SqliteWorkerPlane:
         return await self._write(beat)
 
     async def release(self, hold: Hold, *, reason: str = "", retry: bool = False) -> Run:
-        def release(db: sqlite3.Connection, now: float) -> Run:
+        def release(db: RunDB, now: float) -> Run:
             db.execute(
                 "UPDATE tether_threads SET active_run_id = NULL, updated_at = ? "
                 "WHERE thread_id = ? AND active_run_id = ?",
@@ -262,7 +271,7 @@ class SqliteWorkerPlane:
                 fence=hold.fence,
                 worker=hold.worker_id,
             )
-            return SQLITE.run(row)
+            return db.rows.run(row)
 
         return await self._write(release)
 
@@ -270,7 +279,7 @@ class SqliteWorkerPlane:
         return await self._write(lambda db, now: finish_in(db, now, hold, outcome))
 
     async def append_events(self, hold: Hold, events: Sequence[NewEvent]) -> int:
-        def append(db: sqlite3.Connection, now: float) -> int:
+        def append(db: RunDB, now: float) -> int:
             row = db.execute(
                 "UPDATE tether_runs SET last_seq = last_seq + ? "
                 "WHERE run_id = ? AND fence = ? AND status = 'running' RETURNING last_seq",
@@ -291,7 +300,7 @@ class SqliteWorkerPlane:
         return await self._write(append)
 
     async def verify(self, run_id: str, fence: int) -> bool:
-        def verify(db: sqlite3.Connection) -> bool:
+        def verify(db: RunDB) -> bool:
             row = db.execute(
                 "SELECT 1 FROM tether_runs WHERE run_id = ? AND fence = ? AND status = 'running'",
                 (run_id, fence),

@@ -1,0 +1,116 @@
+"""With a key ring, what users typed is sealed in the run store, and it fails closed.
+
+Read behind the store's back: no input, value, interrupt, error or event data
+appears in clear; a value moved to another row fails authentication; a store
+opened without the key refuses sealed values, and one opened with the key
+refuses values in clear unless migrating.
+"""
+
+from __future__ import annotations
+
+import pytest
+
+from tests.runtime.store.actions import claim_one, create
+from tests.runtime.store.conftest import GRAPH, add_graph
+from tests.runtime.store.raw import execute, rows
+from tether.checkpointing.encryption import (
+    KeyRing,
+    MissingKeyError,
+    PlaintextRefusedError,
+    TamperedCiphertextError,
+)
+from tether.runtime.store import NewEvent, NewRun, Outcome, RunStore, open_run_store
+
+SECRET = "card 4111-1111-1111-1111"
+KEYS = KeyRing.from_spec(KeyRing.generate_spec("k1"))
+
+
+def _everything(url: str) -> str:
+    """Every private column of the store, as one text."""
+    found = rows(url, "SELECT input, error FROM tether_runs")
+    found += rows(url, "SELECT state_values, error, interrupts FROM tether_threads")
+    found += rows(url, "SELECT data FROM tether_run_events")
+    return repr(found)
+
+
+async def _run_with_secrets(store: RunStore) -> str:
+    run = await create(store, input={"message": SECRET})
+    claim = await claim_one(store)
+    await store.append_events(claim.hold, [NewEvent("values", {"messages": [SECRET]})])
+    interrupts = {"task": [{"id": "i1", "value": {"question": SECRET}}]}
+    await store.finish(
+        claim.hold,
+        Outcome(
+            "interrupted",
+            "interrupted",
+            values={"messages": [SECRET]},
+            interrupts=interrupts,
+            error={"error": "E", "message": SECRET},
+            thread_error={"error": "E", "message": SECRET},
+        ),
+    )
+    await store.resume_run(run.run_id, {"resume": SECRET})
+    return run.run_id
+
+
+async def test_private_values_are_sealed_and_read_back(store_url: str) -> None:
+    async with open_run_store(store_url, encryption=KEYS) as store:
+        await store.setup()
+        await add_graph(store, GRAPH)
+        run_id = await _run_with_secrets(store)
+        assert SECRET not in _everything(store_url)
+        assert "enc1:" in _everything(store_url)
+        run = await store.get_run(run_id)
+        assert run.input == {"resume": SECRET}
+        thread = await store.get_thread("t1")
+        assert thread.values == {"messages": [SECRET]}
+        assert thread.interrupts["task"][0]["value"] == {"question": SECRET}
+        assert thread.error == {"error": "E", "message": SECRET}
+        data = [e.data for e in await store.events(run_id)]
+        assert {"messages": [SECRET]} in data
+
+
+async def test_sealed_values_fail_closed(store_url: str) -> None:
+    async with open_run_store(store_url, encryption=KEYS) as store:
+        await store.setup()
+        await add_graph(store, GRAPH)
+        first = await create(store, thread_id="a", input={"message": SECRET})
+        second = await create(store, thread_id="b", input={"message": "other"})
+
+    # Without the key: refused, never handed over as ciphertext.
+    async with open_run_store(store_url, encryption=False) as plain:
+        with pytest.raises(MissingKeyError, match="no encryption key is configured"):
+            await plain.get_run(first.run_id)
+
+    # A sealed input copied onto another run fails authentication.
+    execute(
+        store_url,
+        f"UPDATE tether_runs SET input = (SELECT input FROM tether_runs "
+        f"WHERE run_id = '{first.run_id}') WHERE run_id = '{second.run_id}'",
+    )
+    async with open_run_store(store_url, encryption=KEYS) as store:
+        with pytest.raises(TamperedCiphertextError):
+            await store.get_run(second.run_id)
+        # A value written in clear (by hand, or before encryption) is refused ...
+        execute(
+            store_url,
+            f"""UPDATE tether_runs SET input = '{{"message": "forged"}}' """
+            f"WHERE run_id = '{second.run_id}'",
+        )
+        with pytest.raises(PlaintextRefusedError, match="stored in clear"):
+            await store.get_run(second.run_id)
+    # ... unless migrating a store written without a key.
+    async with open_run_store(store_url, encryption=KEYS.with_allow_plaintext()) as store:
+        assert (await store.get_run(second.run_id)).input == {"message": "forged"}
+
+
+async def test_without_a_key_nothing_changes(store_url: str) -> None:
+    async with open_run_store(store_url, encryption=False) as store:
+        await store.setup()
+        await add_graph(store, GRAPH)
+        created = await store.create_run(
+            NewRun(GRAPH, thread_id="t1", if_not_exists="create", input={"m": SECRET})
+        )
+        assert SECRET in _everything(store_url)
+        assert "enc1:" not in _everything(store_url)
+        assert (await store.get_run(created.run.run_id)).input == {"m": SECRET}

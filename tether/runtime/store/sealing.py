@@ -1,0 +1,123 @@
+"""Sealing the run store's values that hold what users typed (design §3.14).
+
+With a key ring, these columns are stored as ``enc1:`` plus the base64 of an
+AES-256-GCM envelope (:class:`tether.checkpointing.encryption.KeyRing`), each
+bound to where it belongs, so a value copied to another run, thread or event
+fails authentication instead of being read:
+
+=================================  =======================================
+column                             associated data
+=================================  =======================================
+``tether_runs.input``              ``("tether.run", run_id, "input")``
+``tether_runs.error``              ``("tether.run", run_id, "error")``
+``tether_threads.state_values``    ``("tether.thread", thread_id, "values")``
+``tether_threads.error``           ``("tether.thread", thread_id, "error")``
+``tether_threads.interrupts``      ``("tether.thread", thread_id, "interrupts")``
+``tether_run_events.data``         ``("tether.event", run_id, seq)``
+=================================  =======================================
+
+Metadata, config and run options stay in clear: they are what listings
+filter on, as in LangGraph. Reading fails closed: an ``enc1:`` value without a
+key raises :class:`~tether.checkpointing.encryption.MissingKeyError`, and a
+value in clear while a key is set raises
+:class:`~tether.checkpointing.encryption.PlaintextRefusedError` unless the ring
+is in migration mode (``allow_plaintext``). Events the database itself writes
+(``run.created``, ``run.started``: ids and counters, no user data) are
+read in clear.
+"""
+
+from __future__ import annotations
+
+import base64
+import binascii
+from typing import Any
+
+from tether.checkpointing.encryption import (
+    ENV_KEYS,
+    KeyRing,
+    MissingKeyError,
+    PlaintextRefusedError,
+    TamperedCiphertextError,
+    aad,
+)
+from tether.runtime.store.encoding import dumps, loads
+
+__all__ = ["PLAIN", "SEALED_PREFIX", "SYSTEM_EVENTS", "Sealer"]
+
+SEALED_PREFIX = "enc1:"
+SYSTEM_EVENTS = frozenset({"run.created", "run.started"})
+"""Event kinds the run store writes in SQL, in clear (no user data)."""
+
+
+class Sealer:
+    """Seals and opens the run store's private values; a pass-through without keys.
+
+    Args:
+        keys: The key ring, or ``None`` to store values in clear.
+    """
+
+    def __init__(self, keys: KeyRing | None) -> None:
+        self.keys = keys
+
+    @property
+    def enabled(self) -> bool:
+        return self.keys is not None
+
+    def seal_text(self, text: str, *where: str) -> str:
+        """JSON ``text`` sealed for ``where`` (or as it is without keys)."""
+        if self.keys is None:
+            return text
+        blob = self.keys.encrypt(text.encode("utf-8"), aad(*where))
+        return SEALED_PREFIX + base64.b64encode(blob).decode("ascii")
+
+    def seal(self, value: Any, *where: str) -> str:
+        """``value`` as JSON, sealed for ``where``."""
+        return self.seal_text(dumps(value), *where)
+
+    def open(self, stored: str | bytes | None, *where: str, clear_ok: bool = False) -> Any:
+        """The value ``stored`` holds (``None`` stays ``None``).
+
+        Args:
+            stored: The column's text.
+            where: The associated data it was sealed with.
+            clear_ok: Accept a value in clear even with keys (system events).
+        """
+        if stored is None:
+            return None
+        text = stored.decode("utf-8") if isinstance(stored, bytes) else stored
+        place = "/".join(where)
+        if not text.startswith(SEALED_PREFIX):
+            if self.keys is not None and not clear_ok and not self.keys.allow_plaintext:
+                raise PlaintextRefusedError(
+                    f"run store value {place} is stored in clear but encryption is on; "
+                    "refusing to trust an unauthenticated value (set "
+                    "TETHER_ENCRYPTION_ALLOW_PLAINTEXT=1 while migrating a store that was "
+                    "written without a key)"
+                )
+            return loads(text)
+        if self.keys is None:
+            raise MissingKeyError(
+                f"run store value {place} is encrypted but no encryption key is configured; "
+                f"set {ENV_KEYS} to the key ring it was written with"
+            )
+        try:
+            blob = base64.b64decode(text[len(SEALED_PREFIX) :], validate=True)
+        except (binascii.Error, ValueError):
+            raise TamperedCiphertextError(
+                f"run store value {place} is not a valid envelope; refusing to use it"
+            ) from None
+        return loads(self.keys.decrypt(blob, aad(*where), place))
+
+    def open_json(self, value: Any, *where: str) -> Any:
+        """A ``jsonb`` column's value: a sealed string is opened, anything else returned."""
+        if isinstance(value, str) and value.startswith(SEALED_PREFIX):
+            return self.open(value, *where)
+        if self.keys is not None and value and not self.keys.allow_plaintext:
+            raise PlaintextRefusedError(
+                f"run store value {'/'.join(where)} is stored in clear but encryption is on; "
+                "refusing to trust an unauthenticated value"
+            )
+        return value
+
+
+PLAIN = Sealer(None)
