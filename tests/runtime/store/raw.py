@@ -32,3 +32,12 @@ def execute(url: str, sql: str) -> None:
     else:
         with psycopg.connect(url) as conn:
             conn.execute(sql)
+
+
+def every_row(url: str) -> str:
+    """Every row of every table in the database, as one text (to search for a secret)."""
+    if url.startswith("sqlite"):
+        tables = "SELECT name FROM sqlite_master WHERE type = 'table'"
+        return repr([(t, rows(url, f'SELECT * FROM "{t}"')) for (t,) in rows(url, tables)])
+    tables = "SELECT tablename FROM pg_tables WHERE schemaname = 'public'"
+    return repr([(t, rows(url, f'SELECT t::text FROM "{t}" t')) for (t,) in rows(url, tables)])

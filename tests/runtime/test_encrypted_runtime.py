@@ -1,0 +1,65 @@
+"""A runtime with encryption on stores nothing a user typed in clear, anywhere.
+
+Real workers run with ``TETHER_ENCRYPTION_KEYS``; the run pauses on an
+interrupt, is resumed with a person's answer, waits on an approval, is decided
+and finishes. Then every row of every table of the database is read behind the
+runtime's back: checkpoints, records, step log, runs, threads, events.
+"""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+
+import pytest
+
+from tests.runtime.store.raw import every_row
+from tests.runtime.workers import PROJECT, Workers
+from tether.approvals import get_approval
+from tether.checkpointing.encryption import ENV_KEYS, KeyRing
+from tether.runtime import Runtime
+from tether.runtime.project import Project
+
+SECRET_INPUT = "passport X1234567"
+SECRET_ANSWER = "my address is 1 Main St"
+SPEC = KeyRing.generate_spec("k1")
+
+
+@pytest.fixture
+async def sealed_runtime(runtime_url: str) -> AsyncIterator[Runtime]:
+    keys = KeyRing.from_spec(SPEC)
+    graphs = Project.load(PROJECT).graph_ids
+    async with Runtime(runtime_url, graphs=graphs, encryption=keys) as rt:
+        yield rt
+
+
+async def test_nothing_a_user_typed_is_stored_in_clear(
+    sealed_runtime: Runtime, runtime_url: str, workers: Workers
+) -> None:
+    rt = sealed_runtime
+    workers.start(1, extra_env={ENV_KEYS: SPEC})
+    run = await rt.create("pause", thread_id="t-sealed", input={"trace": [SECRET_INPUT]})
+    assert (await rt.wait(run.run_id, timeout=60)).status == "interrupted"
+    await rt.resume(run.run_id, {"resume": SECRET_ANSWER})
+    waiting = await rt.wait(run.run_id, timeout=60)
+    assert waiting.status == "interrupted"
+    approval_id = waiting.waiting_on[0].approval_id
+    assert approval_id is not None
+    shown = await get_approval(await rt.checkpointer(), approval_id)
+    await rt.decide(
+        "t-sealed", approval_id, "approve", by="dana", args_sha256=shown.request.args_sha256
+    )
+    done = await rt.wait(run.run_id, timeout=60)
+    assert done.status == "success", done
+
+    # The runtime reads it all back ...
+    thread = await rt.get_thread("t-sealed")
+    assert thread.values is not None
+    assert thread.values["trace"][0] == SECRET_INPUT
+    assert thread.values["answer"] == "approve"
+    events = [e.data for e in await rt.events(run.run_id)]
+    assert any(SECRET_ANSWER in repr(d) for d in events)
+    # ... and the database holds none of it in clear.
+    stored = every_row(runtime_url)
+    assert "enc1:" in stored
+    assert SECRET_INPUT not in stored
+    assert SECRET_ANSWER not in stored
