@@ -28,7 +28,10 @@ from tether.checkpointing.encryption import (
     EncryptionError,
     KeyRing,
     MissingKeyError,
+    PlaintextRefusedError,
+    TamperedCiphertextError,
     aad,
+    key_ring_for,
 )
 
 if TYPE_CHECKING:
@@ -42,11 +45,14 @@ __all__ = [
     "EncryptionError",
     "KeyRing",
     "MissingKeyError",
+    "PlaintextRefusedError",
     "RotationReport",
+    "TamperedCiphertextError",
     "aad",
     "backend_of",
     "check_run_ids",
     "innermost",
+    "key_ring_for",
     "known_backends",
     "open_checkpointer",
     "open_checkpointer_sync",

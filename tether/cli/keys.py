@@ -15,8 +15,11 @@ from tether.checkpointing import (
     open_checkpointer,
     rotate_keys,
 )
+from tether.runtime.store import ResealCounts, open_run_store
 
 __all__ = ["register"]
+
+_RUN_STORES = ("postgresql://", "postgres://", "sqlite:///")
 
 
 def register(subparsers: Any) -> None:
@@ -73,11 +76,12 @@ def _rotate(args: argparse.Namespace) -> int:
                 file=sys.stderr,
             )
 
-    async def run() -> RotationReport:
+    async def run() -> tuple[RotationReport, ResealCounts | None]:
         async with open_checkpointer(args.url, **options) as saver:
-            return await rotate_keys(saver, progress=progress)
+            report = await rotate_keys(saver, progress=progress)
+        return report, await _reseal_run_store(args.url, ring)
 
-    report = asyncio.run(run())
+    report, runtime = asyncio.run(run())
     print(
         f"rotated {report.threads_done} thread(s) to key {report.active_key_id!r}: "
         f"{report.rewrapped} value(s) re-encrypted ({report.records} record(s), "
@@ -89,4 +93,19 @@ def _rotate(args: argparse.Namespace) -> int:
             else ""
         )
     )
+    if runtime is not None:
+        print(
+            f"run store: {runtime.rewrapped} value(s) re-encrypted, {runtime.current} already "
+            f"current, {runtime.plaintext} stored in clear"
+        )
     return 0
+
+
+async def _reseal_run_store(url: str, ring: KeyRing) -> ResealCounts | None:
+    """Re-seal the runtime's tables too when the database holds them."""
+    if not url.startswith(_RUN_STORES):
+        return None
+    async with open_run_store(url, encryption=ring) as store:
+        if await store.schema_version() == 0:
+            return None
+        return await store.reseal()

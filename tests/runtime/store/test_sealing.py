@@ -8,12 +8,20 @@ refuses values in clear unless migrating.
 
 from __future__ import annotations
 
+import asyncio
+import os
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
 import pytest
 
 from tests.runtime.store.actions import claim_one, create
 from tests.runtime.store.conftest import GRAPH, add_graph
 from tests.runtime.store.raw import execute, rows
 from tether.checkpointing.encryption import (
+    ENV_KEYS,
     KeyRing,
     MissingKeyError,
     PlaintextRefusedError,
@@ -22,7 +30,8 @@ from tether.checkpointing.encryption import (
 from tether.runtime.store import NewEvent, NewRun, Outcome, RunStore, open_run_store
 
 SECRET = "card 4111-1111-1111-1111"
-KEYS = KeyRing.from_spec(KeyRing.generate_spec("k1"))
+SPEC = KeyRing.generate_spec("k1")
+KEYS = KeyRing.from_spec(SPEC)
 
 
 def _everything(url: str) -> str:
@@ -114,3 +123,54 @@ async def test_without_a_key_nothing_changes(store_url: str) -> None:
         assert SECRET in _everything(store_url)
         assert "enc1:" not in _everything(store_url)
         assert (await store.get_run(created.run.run_id)).input == {"m": SECRET}
+
+
+async def test_rotation_reseals_every_value_and_the_old_key_can_go(store_url: str) -> None:
+    async with open_run_store(store_url, encryption=KEYS) as store:
+        await store.setup()
+        await add_graph(store, GRAPH)
+        run_id = await _run_with_secrets(store)
+        before = _everything(store_url)
+    new_key = KeyRing.generate_spec("k2")
+    both = KeyRing.from_spec(new_key + "," + SPEC)
+    async with open_run_store(store_url, encryption=both) as store:
+        counts = await store.reseal(batch=2)  # several pages per column
+        assert counts.rewrapped >= 8
+        assert counts.plaintext == 0
+        again = await store.reseal()
+        assert (again.rewrapped, again.current) == (0, counts.rewrapped + counts.current)
+    assert _everything(store_url) != before
+    async with open_run_store(store_url, encryption=KeyRing.from_spec(new_key)) as store:
+        assert (await store.get_run(run_id)).input == {"resume": SECRET}
+        thread = await store.get_thread("t1")
+        assert thread.interrupts["task"][0]["value"] == {"question": SECRET}
+        assert thread.values == {"messages": [SECRET]}
+        assert {"messages": [SECRET]} in [e.data for e in await store.events(run_id)]
+
+
+def test_tether_keys_rotate_reseals_the_run_store(tmp_path: Path) -> None:
+    url = f"sqlite:///{tmp_path / 'rt.db'}"
+
+    async def write() -> str:
+        async with open_run_store(url, encryption=KEYS) as store:
+            await store.setup()
+            await add_graph(store, GRAPH)
+            return await _run_with_secrets(store)
+
+    run_id = asyncio.run(write())
+    new_key = KeyRing.generate_spec("k2")
+    env = {**os.environ, ENV_KEYS: f"{new_key},{SPEC}"}
+    done = subprocess.run(
+        [sys.executable, "-m", "tether", "keys", "rotate", "--url", url, "--quiet"],
+        capture_output=True, text=True, env=env, timeout=120, check=False,
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    assert "run store: " in done.stdout
+    resealed = done.stdout.split("run store: ")[1]
+    assert int(resealed.split()[0]) >= 8, resealed
+
+    async def read() -> Any:
+        async with open_run_store(url, encryption=KeyRing.from_spec(new_key)) as store:
+            return (await store.get_run(run_id)).input
+
+    assert asyncio.run(read()) == {"resume": SECRET}

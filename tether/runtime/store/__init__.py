@@ -14,8 +14,7 @@ from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from urllib.parse import urlsplit
 
-from tether.checkpointing import parse_url, redact
-from tether.checkpointing.encryption import KeyRing, key_ring_for
+from tether.checkpointing import KeyRing, key_ring_for, parse_url, redact
 from tether.errors import ConfigurationError
 from tether.runtime.store.base import (
     KEEP,
@@ -29,6 +28,7 @@ from tether.runtime.store.base import (
     RunStore,
     WorkerInfo,
 )
+from tether.runtime.store.resealing import ResealCounts
 
 __all__ = [
     "KEEP",
@@ -39,6 +39,7 @@ __all__ = [
     "NewEvent",
     "NewRun",
     "Outcome",
+    "ResealCounts",
     "RunStore",
     "WorkerInfo",
     "open_run_store",

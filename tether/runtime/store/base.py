@@ -34,7 +34,8 @@ from tether.runtime.models import (
 )
 
 if TYPE_CHECKING:
-    from tether.checkpointing.encryption import KeyRing
+    from tether.checkpointing import KeyRing
+    from tether.runtime.store.resealing import ResealCounts
     from tether.runtime.store.rows import Dialect
 from tether.runtime.store.types import (
     KEEP,
@@ -79,6 +80,9 @@ class RunStore(Protocol):
 
     def seal_with(self, keys: KeyRing | None) -> None:
         """Seal private values with ``keys`` from now on (``None``: in clear)."""
+
+    async def reseal(self, *, batch: int = 500) -> ResealCounts:
+        """Re-seal every private value under the active key (``tether keys rotate``)."""
 
     # -- schema ---------------------------------------------------------------------------
 

@@ -15,7 +15,8 @@ from collections.abc import Mapping, Sequence
 from datetime import UTC, datetime
 from typing import Any
 
-from tether.checkpointing.encryption import KeyRing
+from tether.checkpointing import KeyRing
+from tether.errors import ConfigurationError
 from tether.runtime.errors import AssistantNotFoundError, RunNotFoundError, ThreadNotFoundError
 from tether.runtime.ids import check_id, new_id
 from tether.runtime.models import (
@@ -31,6 +32,7 @@ from tether.runtime.models import (
 from tether.runtime.store import control
 from tether.runtime.store.base import Created, NewEvent, NewRun
 from tether.runtime.store.control import NewAssistant
+from tether.runtime.store.resealing import ResealCounts, reseal
 from tether.runtime.store.rows import Dialect
 from tether.runtime.store.validation import ValidRun, check_mapping, encode, validate
 
@@ -51,6 +53,29 @@ class ControlPlane(ABC):
     def seal_with(self, keys: KeyRing | None) -> None:
         """Seal private values with ``keys`` from now on (``None``: in clear); see
         :mod:`tether.runtime.store.sealing`."""
+
+    mark: str
+    """The backend's parameter placeholder."""
+
+    @abstractmethod
+    async def _read(self, sql: str, params: Sequence[Any]) -> Sequence[Any]: ...
+
+    @abstractmethod
+    async def _execute(self, sql: str, params: Sequence[Any]) -> int: ...
+
+    async def reseal(self, *, batch: int = 500) -> ResealCounts:
+        """Re-seal every private value under the active key (see
+        :mod:`~tether.runtime.store.resealing`).
+
+        Raises:
+            ConfigurationError: The store was opened without a key ring.
+        """
+        if not self.rows.sealer.enabled:
+            raise ConfigurationError(
+                "re-sealing the run store needs it opened with encryption: set "
+                "TETHER_ENCRYPTION_KEYS='<new id>:<key>,<old id>:<key>' (new key first)"
+            )
+        return await reseal(self.rows.sealer, self._read, self._execute, self.mark, batch=batch)
 
     @abstractmethod
     async def _put_assistant(self, a: NewAssistant, tenant: str) -> tuple[Assistant, bool]:

@@ -18,8 +18,7 @@ import psycopg
 from psycopg.rows import DictRow, dict_row
 from psycopg_pool import AsyncConnectionPool
 
-from tether.checkpointing import redact
-from tether.checkpointing.encryption import KeyRing
+from tether.checkpointing import KeyRing, redact
 from tether.errors import BackendUnavailableError
 from tether.runtime import migrations
 from tether.runtime.errors import (
@@ -111,6 +110,7 @@ class PostgresRunStore(ControlPlane, PostgresWorkerPlane):
     """The run store on PostgreSQL. Open it with ``open_run_store("postgresql://…")``."""
 
     dialect: Literal["postgres"] = "postgres"
+    mark = "%s"
 
     def __init__(self, pool: AsyncConnectionPool[Any]) -> None:
         self._pool = pool
@@ -425,3 +425,9 @@ class PostgresRunStore(ControlPlane, PostgresWorkerPlane):
     async def _read_one(self, sql: str, params: Sequence[Any]) -> DictRow | None:
         rows = await self._read(sql, params)
         return rows[0] if rows else None
+
+    async def _execute(self, sql: str, params: Sequence[Any]) -> int:
+        """One write statement in its own transaction; the rows it changed."""
+        async with self._tx() as cur:
+            await cur.execute(sql, params)
+            return cur.rowcount

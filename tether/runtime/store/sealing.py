@@ -32,7 +32,7 @@ import base64
 import binascii
 from typing import Any
 
-from tether.checkpointing.encryption import (
+from tether.checkpointing import (
     ENV_KEYS,
     KeyRing,
     MissingKeyError,
@@ -107,6 +107,15 @@ class Sealer:
                 f"run store value {place} is not a valid envelope; refusing to use it"
             ) from None
         return loads(self.keys.decrypt(blob, aad(*where), place))
+
+    def rewrap(self, stored: str, *where: str) -> str | None:
+        """``stored`` sealed under the active key, or ``None`` if it already is."""
+        assert self.keys is not None
+        blob = base64.b64decode(stored[len(SEALED_PREFIX) :], validate=True)
+        fresh = self.keys.rewrap(blob, aad(*where), "/".join(where))
+        if fresh is None:
+            return None
+        return SEALED_PREFIX + base64.b64encode(fresh).decode("ascii")
 
     def open_json(self, value: Any, *where: str) -> Any:
         """A ``jsonb`` column's value: a sealed string is opened, anything else returned."""

@@ -16,7 +16,7 @@ from collections.abc import Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any, Literal
 
-from tether.checkpointing.encryption import KeyRing
+from tether.checkpointing import KeyRing
 from tether.runtime import migrations
 from tether.runtime.errors import (
     AlreadyExistsError,
@@ -207,6 +207,7 @@ class SqliteRunStore(ControlPlane, SqliteWorkerPlane):
     """The run store on SQLite. Open it with ``open_run_store("sqlite:///path")``."""
 
     dialect: Literal["sqlite"] = "sqlite"
+    mark = "?"
 
     def __init__(self, db: DB, executor: ThreadPoolExecutor) -> None:
         self._db = db
@@ -392,3 +393,7 @@ class SqliteRunStore(ControlPlane, SqliteWorkerPlane):
     async def _read_one(self, sql: str, params: Sequence[Any]) -> sqlite3.Row | None:
         rows = await self._read(sql, params)
         return rows[0] if rows else None
+
+    async def _execute(self, sql: str, params: Sequence[Any]) -> int:
+        """One write statement in its own transaction; the rows it changed."""
+        return await self._write(lambda db, now: db.execute(sql, params).rowcount)
