@@ -9,6 +9,11 @@ an effect, because the local deadline is taken from the moment a heartbeat was
 monotonic clock keeps counting while a process is stopped, so a worker paused
 past its lease finds itself lost at its very next boundary.
 
+The same check stops a run past its deadline, and (with a step timeout) a step
+of a sync node that ran too long, before its next model call or tool effect
+(:mod:`tether.runtime._timeouts`). A boundary's detail becomes a run event:
+``model.after`` is ``model.step``, ``tool.after`` is ``tool.effect``.
+
 :class:`EventBuffer` collects the run's events (sync, thread-safe, so sync nodes
 may add to it) until the worker flushes them in one fenced batch.
 """
