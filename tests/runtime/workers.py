@@ -36,8 +36,9 @@ class Workers:
         *,
         concurrency: int = 4,
         extra_env: dict[str, str] | None = None,
+        extra_args: list[str] | None = None,
     ) -> list[int]:
-        """Start ``n`` more workers; returns their indexes."""
+        """Start ``n`` more workers (``extra_args`` added to the command); returns their indexes."""
         env = {**os.environ, "TETHER_TEST_WORKDIR": str(self.workdir), **(extra_env or {})}
         started = []
         for _ in range(n):
@@ -62,6 +63,7 @@ class Workers:
                         f"w{index}",
                         "--shutdown-grace",
                         "10",
+                        *(extra_args or []),
                     ],
                     stdout=out,
                     stderr=subprocess.STDOUT,

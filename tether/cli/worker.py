@@ -38,8 +38,24 @@ def register(subparsers: Any) -> None:
         default=30.0,
         help="seconds held runs get to reach a boundary on SIGTERM",
     )
+    parser.add_argument(
+        "--step-timeout",
+        type=_seconds,
+        help="seconds one step of a run may take, for runs created without a step_timeout",
+    )
     parser.add_argument("--worker-id", help="this worker's id (default host:pid:random)")
     parser.set_defaults(handler=_worker)
+
+
+def _seconds(text: str) -> float:
+    """A positive number of seconds, or argparse's error naming the bad value."""
+    try:
+        value = float(text)
+    except ValueError:
+        value = float("nan")
+    if not value > 0:
+        raise argparse.ArgumentTypeError(f"must be a number of seconds above 0, not {text!r}")
+    return value
 
 
 def _worker(args: argparse.Namespace) -> int:
@@ -56,6 +72,7 @@ def _worker(args: argparse.Namespace) -> int:
         concurrency=args.concurrency,
         lease=args.lease,
         shutdown_grace=args.shutdown_grace,
+        step_timeout=args.step_timeout,
         worker_id=args.worker_id,
     )
     asyncio.run(worker.run(handle_signals=True))

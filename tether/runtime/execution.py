@@ -33,6 +33,12 @@ from tether.boundaries import (
     guarding,
 )
 from tether.runtime import lifecycle
+from tether.runtime._timeouts import (
+    OBSERVER_KEY,
+    attempt_observer,
+    deadline_watchdog,
+    with_step_timeout,
+)
 from tether.runtime.context import RunContext
 from tether.runtime.errors import FenceLostError
 from tether.runtime.models import Run
@@ -113,14 +119,18 @@ class Execution:
         try:
             async with self.project.graph(
                 run.graph_id, cast(RunnableConfig, config), self.saver
-            ) as graph:
+            ) as loaded:
+                graph = loaded
+                if ctx.step_timeout is not None:
+                    graph, ctx.timed_nodes = with_step_timeout(loaded, ctx.step_timeout)
                 payload = await self._input(run, config)
                 if payload is not _CONTINUE and kwargs.get("checkpoint_id"):
                     config["configurable"]["checkpoint_id"] = kwargs["checkpoint_id"]
                 try:
-                    await self._stream(
-                        graph, None if payload is _CONTINUE else payload, config, run, ctx
-                    )
+                    async with deadline_watchdog(ctx):
+                        await self._stream(
+                            graph, None if payload is _CONTINUE else payload, config, run, ctx
+                        )
                     config["configurable"].pop("checkpoint_id", None)
                     state = await graph.aget_state(cast(RunnableConfig, config))
                     return lifecycle.completed(
@@ -129,7 +139,8 @@ class Execution:
                 except RunCancelledError as stop:
                     return await self._cancelled(graph, run, config, stop)
         except RunTimedOutError as error:
-            ctx.events.add("timeout", {"kind": "run"})
+            where = ctx.stopped_at or "step"
+            ctx.events.add("timeout", {"kind": "run", "reason": "deadline passed", "at": where})
             return lifecycle.timed_out(str(error))
         except RunHandedBackError:
             return "release"
@@ -155,6 +166,8 @@ class Execution:
         given = dict(run.kwargs.get("config") or {})
         configurable = dict(given.get("configurable") or {})
         configurable.update(thread_id=run.thread_id, tenant_id=run.tenant_id)
+        # LangGraph tells this observer of each attempt it times: step.timeout events.
+        configurable[OBSERVER_KEY] = attempt_observer(ctx.events)
         metadata = dict(given.get("metadata") or {})
         metadata.update(
             run_id=run.run_id,

@@ -98,6 +98,7 @@ class Worker:
         concurrency: Runs executed at once.
         lease: Seconds a claim stays valid without a heartbeat.
         shutdown_grace: Seconds held runs get to reach a boundary on SIGTERM.
+        step_timeout: Per-step timeout (seconds) for runs created without one.
         worker_id: Defaults to ``host:pid:random``.
         checkpointer_options: Passed to :func:`tether.open_checkpointer`
             (``encryption``, pool sizes, ``key_prefix``, …).
@@ -112,11 +113,14 @@ class Worker:
         concurrency: int = 10,
         lease: float = 2.0,
         shutdown_grace: float = 30.0,
+        step_timeout: float | None = None,
         worker_id: str | None = None,
         **checkpointer_options: Any,
     ) -> None:
         if concurrency < 1:
             raise ValueError(f"concurrency must be at least 1, not {concurrency}")
+        if step_timeout is not None and not step_timeout > 0:
+            raise ValueError(f"step_timeout must be more than 0 seconds, not {step_timeout}")
         if lease <= 0.2:
             raise ValueError(f"lease must be more than 0.2 seconds, not {lease}")
         self.url = url
@@ -126,6 +130,7 @@ class Worker:
         self.lease = lease
         self.margin = min(0.5, lease / 4)
         self.shutdown_grace = shutdown_grace
+        self.step_timeout = step_timeout
         self.worker_id = worker_id or new_worker_id()
         self.checkpointer_options = checkpointer_options
         self._held: dict[str, tuple[RunContext, asyncio.Task[Any]]] = {}
@@ -248,6 +253,7 @@ class Worker:
             same_database=False,
             verifier=lambda fence: store.verify(fence.run_id, fence.token),
             deadline=deadline,
+            step_timeout=self.step_timeout if run.step_timeout_s is None else run.step_timeout_s,
         )
         if run.cancel_action is not None:
             ctx.request_cancel(run.cancel_action, run.cancel_reason or "")

@@ -37,7 +37,7 @@ from typing import Any
 from langchain_core.runnables import Runnable, RunnableConfig
 from pydantic import BaseModel
 
-from tether._crashpoints import crash_point
+from tether.boundaries import boundary, note
 from tether.steps import _budget as budgets
 from tether.steps._chunks import as_chunks, assemble
 from tether.steps._codec import canonical_hash, decode_output, encode_output
@@ -126,17 +126,18 @@ class Recorder:
         call = self._call(scope, ask.input)
         plan = yield from self._plan(call)
         if plan.replayed:
+            note("model.replayed", {"key": call.key, "node": scope.node, "task_id": scope.task_id})
             return list(as_chunks(plan.replay)) if isinstance(ask, Stream) else plan.replay
         yield from self._over_budget(call, plan)
-        crash_point("model.before")
+        boundary("model.before")
         started = time.time()
         if isinstance(ask, Stream):
             chunks: list[Any] = yield ask
             output = assemble(reduce(operator.add, chunks)) if chunks else None
         else:
             output = yield ask
-        won, answer = yield from self._commit(call, output, started, plan)
-        crash_point("model.after")
+        won, answer, detail = yield from self._commit(call, output, started, plan)
+        boundary("model.after", detail)
         if isinstance(ask, Invoke):
             return answer
         return chunks if won else list(as_chunks(answer))
@@ -179,22 +180,24 @@ class Recorder:
 
     def _commit(
         self, call: _Call, output: Any, started: float, plan: _Plan
-    ) -> Flow[tuple[bool, Any]]:
-        """Record ``output``; ``(True, output)``, or ``(False, answer)`` if another worker won."""
+    ) -> Flow[tuple[bool, Any, dict[str, Any]]]:
+        """Record ``output``: ``(True, output, detail)``, or ``(False, answer, detail)`` if
+        another worker won; ``detail`` is what the run's event says about the step."""
         scope = call.scope
         doc = self._document(call, output, started, plan)
         step = model_step(call.key, doc)
         index = yield ops.PutWithStep("model", call.key, doc, scope.thread_id, step)
         remember(scope.store, scope.thread_id, "model", call.key)
+        detail = _step_detail(call, doc, index)
         if index is None:
             # Another worker recorded this step first: its answer is the run's answer.
             winner = yield ops.Get("model", call.key)
             if winner is not None:
-                return False, decode_output(winner.value["output"], self.schema)
+                return False, decode_output(winner.value["output"], self.schema), detail
         if plan.ledger is not None:
             tokens, cost = doc["usage"].get("total_tokens", 0), doc["cost_usd"]
             yield Await(partial(budgets.charge, scope, plan.ledger, call.key, tokens, cost))
-        return True, output
+        return True, output, detail
 
     @staticmethod
     def _over_budget(call: _Call, plan: _Plan) -> Flow[None]:
@@ -267,6 +270,18 @@ class Recorder:
         flow = self._flow(scope, Stream(model, input, config, kwargs))
         for chunk in await run(flow, scope.store):
             yield chunk
+
+
+def _step_detail(call: _Call, doc: dict[str, Any], index: int | None) -> dict[str, Any]:
+    """What a run's ``model.step`` event says: where and which step, never its content."""
+    return {
+        "key": call.key,
+        "step_index": index,
+        "model_id": doc["model_id"],
+        "usage": doc["usage"],
+        "node": doc["node"],
+        "task_id": doc["task_id"],
+    }
 
 
 def model_step(key: str, doc: dict[str, Any]) -> dict[str, Any]:

@@ -8,6 +8,7 @@ the rules it follows (replay, reconcile, refuse); this module is their code.
 
 from __future__ import annotations
 
+import contextlib
 import time
 from dataclasses import dataclass
 from functools import partial
@@ -15,7 +16,7 @@ from typing import TYPE_CHECKING, Any
 
 from langchain_core.runnables import RunnableConfig
 
-from tether._crashpoints import crash_point
+from tether.boundaries import RunStopped, StepTimeoutError, boundary, current_guard, note
 from tether.steps._codec import canonical_hash, decode_output, encode_output
 from tether.steps._errors import (
     NonDeterminismError,
@@ -63,16 +64,22 @@ def tool_flow(
     """One call of ``tool`` inside a node: replayed, reconciled, or claimed, run and recorded."""
     call, action, output = yield from _start(tool, scope, args, call_id)
     if action == "replay":
+        note("tool.replayed", _detail(tool, call))
         return output
     if action == "reconcile":
         found = yield RunReconcile(tool.reconcile, call.args, call.idempotency_key, tool.name)
         result = _reconciled(tool, call, found)
         if result is not None:
-            yield from _commit(tool, call, result.output, time.time(), "reconciled")
+            index = yield from _commit(tool, call, result.output, time.time(), "reconciled")
+            note("tool.effect", {**_detail(tool, call), "step_index": index, "how": "reconciled"})
             return result.output
         if output:  # the hook found nothing: the failed attempt did nothing
             yield from _reclaim(tool, call)
-    crash_point("tool.before")
+    try:
+        boundary("tool.before")
+    except (RunStopped, StepTimeoutError) as stop:
+        yield from _withdraw(tool, call, stop)
+        raise
     started = time.time()
     inputs = {**call.args, KEY_PARAM: call.idempotency_key} if tool.takes_key else call.args
     try:
@@ -80,9 +87,31 @@ def tool_flow(
     except Exception as exc:
         yield from _fail(tool, call, exc)
         raise
-    yield from _commit(tool, call, output, started, "run")
-    crash_point("tool.after")
+    index = yield from _commit(tool, call, output, started, "run")
+    boundary("tool.after", {**_detail(tool, call), "step_index": index, "how": "run"})
     return output
+
+
+def _detail(tool: DurableTool, call: _Call) -> dict[str, Any]:
+    """What a run's tool events say: the call's key and idempotency key, never its arguments."""
+    return {"key": call.key, "tool": tool.name, "idempotency_key": call.idempotency_key}
+
+
+def _claims(tool: DurableTool) -> bool:
+    """Whether a call of ``tool`` claims its record before the effect (no key, not retry-safe)."""
+    return not (tool.takes_key or tool.safe_to_retry)
+
+
+def _may_claim() -> None:
+    """Ask the run's guard, if a worker runs this, whether the run may claim a call.
+
+    The same question as at ``"tool.before"``, asked before the claim is
+    written, so a stopped run leaves no claim behind; no event, and no crash
+    point (the crash harness's boundaries stay those of the recording layer).
+    """
+    guard = current_guard()
+    if guard is not None:
+        guard.check("tool.claim")
 
 
 def _calls(
@@ -153,7 +182,7 @@ def _plan(tool: DurableTool, call: _Call) -> Flow[tuple[str, Any]]:
     if scope.pinned:  # else nothing to check: no call (a hop in sync code)
         yield Await(partial(ensure_pins, scope))
     yield from wait_for_parent_checkpoint(scope)
-    if tool.takes_key or tool.safe_to_retry:
+    if not _claims(tool):
         # Running again is safe, so no intent needs claiming: at most one read.
         record = None
         if (yield Await(partial(known, store, scope.thread_id, "tool", call.key))):
@@ -161,6 +190,7 @@ def _plan(tool: DurableTool, call: _Call) -> Flow[tuple[str, Any]]:
         if record is None:
             return "run", None
     else:
+        _may_claim()
         claim = _claim(tool, call)
         inserted = yield ops.Insert("tool", call.key, claim, scope.thread_id)
         remember(store, scope.thread_id, "tool", call.key)
@@ -201,6 +231,7 @@ def _reclaim(tool: DurableTool, call: _Call) -> Flow[None]:
     Without it a second attempt that dies after its effect would still read
     as the first attempt's "failed before any effect", and run a third time.
     """
+    _may_claim()
     yield ops.Upsert("tool", call.key, _claim(tool, call), call.scope.thread_id)
 
 
@@ -215,7 +246,23 @@ def _reconciled(tool: DurableTool, call: _Call, found: Any) -> ReconcileResult |
     return found
 
 
-def _commit(tool: DurableTool, call: _Call, output: Any, started: float, how: str) -> Flow[None]:
+def _withdraw(tool: DurableTool, call: _Call, stop: BaseException) -> Flow[None]:
+    """The run stopped at ``"tool.before"``: mark its claim as failed before any effect.
+
+    Nothing ran, so the next attempt (a retry after a step timeout, a later
+    run on the thread after a cancel) claims the call afresh instead of finding
+    an uncertain claim. Best effort: a worker that lost its lease cannot write,
+    and the new holder then treats the claim as uncertain, as after a crash.
+    """
+    if not _claims(tool):
+        return
+    with contextlib.suppress(Exception):  # the stop is what the caller must see
+        yield from _fail(tool, call, stop, before_effect=True)
+
+
+def _commit(
+    tool: DurableTool, call: _Call, output: Any, started: float, how: str
+) -> Flow[int | None]:
     scope = call.scope
     try:
         encoded = encode_output(output)
@@ -237,10 +284,15 @@ def _commit(tool: DurableTool, call: _Call, output: Any, started: float, how: st
     }
     remember(scope.store, scope.thread_id, "tool", call.key)
     step = _step(tool, call.key, value)
-    yield ops.PutWithStep("tool", call.key, value, scope.thread_id, step, replace=True)
+    index: int | None = yield ops.PutWithStep(
+        "tool", call.key, value, scope.thread_id, step, replace=True
+    )
+    return index
 
 
-def _fail(tool: DurableTool, call: _Call, error: BaseException) -> Flow[None]:
+def _fail(
+    tool: DurableTool, call: _Call, error: BaseException, *, before_effect: bool = False
+) -> Flow[None]:
     value = {
         "state": "failed",
         "tool": tool.name,
@@ -248,7 +300,7 @@ def _fail(tool: DurableTool, call: _Call, error: BaseException) -> Flow[None]:
         "idempotency_key": call.idempotency_key,
         "error": repr(error)[:2000],
         "error_type": f"{type(error).__module__}.{type(error).__qualname__}",
-        "before_effect": isinstance(error, tool.raises_before_effect),
+        "before_effect": before_effect or isinstance(error, tool.raises_before_effect),
     }
     remember(call.scope.store, call.scope.thread_id, "tool", call.key)
     yield ops.Upsert("tool", call.key, value, call.scope.thread_id)
