@@ -1,0 +1,98 @@
+"""The app: ``create_app(runtime, project)`` and its lifespan (runtime open, workers running)."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+from collections.abc import AsyncIterator, Mapping
+from contextlib import asynccontextmanager
+from pathlib import Path
+from typing import Any
+
+from fastapi import FastAPI
+
+from tether._version import __version__
+from tether.runtime import Runtime, Worker
+from tether.runtime.project import Project
+from tether.runtime.worker import register_graphs
+from tether.server import _assistants, _runs, _threads
+from tether.server._errors import install_error_handlers
+from tether.server._paths import SegmentPaths
+from tether.server._served import Served
+
+__all__ = ["create_app"]
+
+log = logging.getLogger("tether.server")
+
+
+def create_app(
+    runtime: Runtime,
+    project: Project | str | Path,
+    *,
+    workers: int = 0,
+    worker_options: Mapping[str, Any] | None = None,
+) -> Any:
+    """A FastAPI app speaking the LangGraph Agent Server API over ``runtime``.
+
+    Args:
+        runtime: The run store to serve, not yet open: the app opens it at
+            startup and closes it at shutdown.
+        project: The ``langgraph.json`` project (or its path) whose graphs are
+            the assistants; its graphs are read for thread state.
+        workers: In-process :class:`~tether.runtime.Worker` instances started
+            with the app (0: runs are executed by ``tether worker`` processes).
+        worker_options: Keyword arguments for each worker (``concurrency``,
+            ``lease``, ``shutdown_grace``, checkpointer options).
+
+    Returns:
+        The ASGI app (FastAPI, wrapped so ids holding ``/`` route correctly).
+    """
+    loaded = project if isinstance(project, Project) else Project.load(project)
+    options = dict(worker_options or {})
+
+    @asynccontextmanager
+    async def lifespan(app: FastAPI) -> AsyncIterator[None]:
+        async with runtime:
+            # the system assistants exist before the first request
+            await register_graphs(runtime.store, loaded.graph_ids)
+            app.state.tether = Served(runtime, loaded)
+            started = [
+                Worker(runtime.url, loaded, checkpoints_url=runtime.checkpoints_url, **options)
+                for _ in range(workers)
+            ]
+            tasks = [
+                asyncio.create_task(w.run(), name=f"tether-worker-{i}")
+                for i, w in enumerate(started)
+            ]
+            try:
+                yield
+            finally:
+                for worker in started:
+                    worker.stop()
+                for task in tasks:
+                    with contextlib.suppress(Exception, asyncio.CancelledError):
+                        await task
+
+    app = FastAPI(title="tether", version=__version__, lifespan=lifespan)
+    install_error_handlers(app)
+
+    @app.get("/ok")
+    async def ok() -> dict[str, bool]:
+        return {"ok": True}
+
+    @app.get("/info")
+    async def info() -> dict[str, Any]:
+        from langgraph.version import __version__ as langgraph_version
+
+        return {
+            "version": __version__,
+            "langgraph_py_version": langgraph_version,
+            "flags": {"assistants": True, "crons": False, "langsmith": False},
+            "host": {"kind": "tether", "project_id": None, "revision_id": None},
+        }
+
+    app.include_router(_assistants.router)
+    app.include_router(_threads.router)
+    app.include_router(_runs.router)
+    return SegmentPaths(app)
