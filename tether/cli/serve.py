@@ -65,12 +65,12 @@ def _serve(args: argparse.Namespace) -> int:
         )
         return 2
     from tether.runtime import Runtime
-    from tether.runtime.project import Project
+    from tether.runtime import project as projects
 
     if args.workers < 0:
         print(f"tether: error: --workers must be 0 or more, not {args.workers}", file=sys.stderr)
         return 2
-    project = Project.load(args.config, apply_env=True)
+    project = projects.Project.load(args.config, apply_env=True)
     url = args.url
     if not url:
         store = project.root / DEFAULT_STORE

@@ -14,8 +14,8 @@ from fastapi import FastAPI
 
 from tether._version import __version__
 from tether.runtime import Runtime, Worker
-from tether.runtime.project import Project
-from tether.runtime.worker import register_graphs
+from tether.runtime import project as projects
+from tether.runtime import worker as workers_module
 from tether.server import _assistants, _runs, _threads
 from tether.server._errors import install_error_handlers
 from tether.server._paths import SegmentPaths
@@ -28,7 +28,7 @@ log = logging.getLogger("tether.server")
 
 def create_app(
     runtime: Runtime,
-    project: Project | str | Path,
+    project: projects.Project | str | Path,
     *,
     workers: int = 0,
     worker_options: Mapping[str, Any] | None = None,
@@ -48,14 +48,14 @@ def create_app(
     Returns:
         The ASGI app (FastAPI, wrapped so ids holding ``/`` route correctly).
     """
-    loaded = project if isinstance(project, Project) else Project.load(project)
+    loaded = project if isinstance(project, projects.Project) else projects.Project.load(project)
     options = dict(worker_options or {})
 
     @asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
         async with runtime:
             # the system assistants exist before the first request
-            await register_graphs(runtime.store, loaded.graph_ids)
+            await workers_module.register_graphs(runtime.store, loaded.graph_ids)
             app.state.tether = Served(runtime, loaded)
             started = [
                 Worker(runtime.url, loaded, checkpoints_url=runtime.checkpoints_url, **options)

@@ -11,7 +11,7 @@ from typing import Annotated, Any
 
 from fastapi import APIRouter, Depends
 
-from tether.runtime.models import Assistant
+from tether.runtime import models
 from tether.server._errors import ApiError
 from tether.server._mapping import assistant_json
 from tether.server._paths import path_id
@@ -53,7 +53,7 @@ async def get_assistant(assistant_id: str, srv: Srv) -> dict[str, Any]:
     return assistant_json(found)
 
 
-def _matches(assistant: Assistant, body: AssistantSearch) -> bool:
+def _matches(assistant: models.Assistant, body: AssistantSearch) -> bool:
     if body.graph_id is not None and assistant.graph_id != body.graph_id:
         return False
     if body.name is not None and body.name.lower() not in assistant.name.lower():
@@ -62,7 +62,7 @@ def _matches(assistant: Assistant, body: AssistantSearch) -> bool:
     return all(meta.get(k) == v for k, v in (body.metadata or {}).items())
 
 
-async def _search(srv: Served, body: AssistantSearch) -> list[Assistant]:
+async def _search(srv: Served, body: AssistantSearch) -> list[models.Assistant]:
     return [a for a in await srv.assistants() if _matches(a, body)]
 
 

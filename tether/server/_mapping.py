@@ -9,8 +9,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from tether.runtime.models import Assistant, Run, Thread
-from tether.runtime.streaming import to_json
+from tether.runtime import Run, Thread, models, streaming
 
 __all__ = [
     "LANGGRAPH_EVENTS",
@@ -68,14 +67,14 @@ def run_json(run: Run) -> dict[str, Any] | None:
     return run.as_langgraph()
 
 
-def assistant_json(assistant: Assistant) -> dict[str, Any]:
+def assistant_json(assistant: models.Assistant) -> dict[str, Any]:
     """LangGraph's ``Assistant``."""
     return {
         "assistant_id": assistant.assistant_id,
         "graph_id": assistant.graph_id,
-        "config": to_json(dict(assistant.config)),
-        "context": to_json(dict(assistant.context)),
-        "metadata": to_json(dict(assistant.metadata)),
+        "config": streaming.to_json(dict(assistant.config)),
+        "context": streaming.to_json(dict(assistant.context)),
+        "metadata": streaming.to_json(dict(assistant.metadata)),
         "version": assistant.version,
         "name": assistant.name,
         "description": assistant.description,
@@ -91,14 +90,14 @@ def thread_json(thread: Thread) -> dict[str, Any]:
         "created_at": thread.created_at.isoformat(),
         "updated_at": thread.updated_at.isoformat(),
         "state_updated_at": thread.state_updated_at.isoformat(),
-        "metadata": to_json(dict(thread.metadata)),
-        "config": to_json(dict(thread.config)),
+        "metadata": streaming.to_json(dict(thread.metadata)),
+        "config": streaming.to_json(dict(thread.config)),
         "status": thread.status,
-        "values": to_json(thread.values) if thread.values is not None else None,
-        "interrupts": to_json(dict(thread.interrupts)),
+        "values": streaming.to_json(thread.values) if thread.values is not None else None,
+        "interrupts": streaming.to_json(dict(thread.interrupts)),
     }
     if thread.error is not None:
-        shown["error"] = to_json(dict(thread.error))
+        shown["error"] = streaming.to_json(dict(thread.error))
     return shown
 
 
@@ -158,7 +157,7 @@ def _state(snapshot: Any) -> dict[str, Any]:
 
 def state_json(snapshot: Any) -> dict[str, Any]:
     """LangGraph's ``ThreadState`` for a ``StateSnapshot``."""
-    shown: dict[str, Any] = to_json(_state(snapshot))
+    shown: dict[str, Any] = streaming.to_json(_state(snapshot))
     return shown
 
 

@@ -22,10 +22,8 @@ from typing import Any, cast
 from fastapi import Request
 from langchain_core.runnables import RunnableConfig
 
-from tether.runtime import Run, Runtime, Thread
-from tether.runtime.ids import system_assistant_id
-from tether.runtime.models import Assistant
-from tether.runtime.project import Project
+from tether.runtime import Run, Runtime, Thread, ids, models
+from tether.runtime import project as projects
 from tether.server._mapping import empty_state, state_json
 
 __all__ = ["Served", "served"]
@@ -38,17 +36,17 @@ class Served:
     """The runtime and project behind one app."""
 
     runtime: Runtime
-    project: Project
+    project: projects.Project
     created_assistants: list[str] = field(default_factory=list)
 
     # -- assistants -------------------------------------------------------------------------
 
-    async def assistants(self) -> list[Assistant]:
+    async def assistants(self) -> list[models.Assistant]:
         """Every assistant this server can list: system ones first, then created ones."""
-        ids = [system_assistant_id(g) for g in self.project.graph_ids]
-        ids += [a for a in self.created_assistants if a not in ids]
+        wanted = [ids.system_assistant_id(g) for g in self.project.graph_ids]
+        wanted += [a for a in self.created_assistants if a not in wanted]
         found = []
-        for assistant_id in ids:
+        for assistant_id in wanted:
             try:
                 found.append(
                     await self.runtime.store.get_assistant(assistant_id, tenant=self.runtime.tenant)

@@ -18,8 +18,7 @@ from typing import Any
 
 import orjson
 
-from tether.runtime import Runtime
-from tether.runtime.streaming import json_default
+from tether.runtime import Runtime, streaming
 from tether.server._mapping import event_mode, run_json
 
 __all__ = ["frame", "heartbeat_json", "run_frames"]
@@ -30,7 +29,7 @@ _background: set[asyncio.Task[Any]] = set()
 
 
 def _dumps(data: Any) -> bytes:
-    return orjson.dumps(data, default=json_default, option=orjson.OPT_NON_STR_KEYS)
+    return orjson.dumps(data, default=streaming.json_default, option=orjson.OPT_NON_STR_KEYS)
 
 
 def frame(event: str, data: Any, event_id: int | None = None) -> bytes:
