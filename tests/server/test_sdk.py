@@ -329,3 +329,61 @@ async def test_malformed_requests_are_named(client: LangGraphClient) -> None:
         await client.runs.create(thread["thread_id"], "echo", stream_mode="bogus")  # type: ignore[arg-type]
     with pytest.raises(UnprocessableEntityError, match="webhook"):
         await client.runs.create(thread["thread_id"], "echo", webhook="http://x")
+
+
+async def test_an_assistants_graph_and_schemas(client: LangGraphClient) -> None:
+    drawn = await client.assistants.get_graph("echo")
+    assert {n["id"] for n in drawn["nodes"]} == {"__start__", "a", "b", "c", "__end__"}
+    assert {(e["source"], e["target"]) for e in drawn["edges"]} == {
+        ("__start__", "a"),
+        ("a", "b"),
+        ("b", "c"),
+        ("c", "__end__"),
+    }
+    schemas = await client.assistants.get_schemas(str(uuid5(SYSTEM, "ask")))
+    assert schemas["graph_id"] == "ask"
+    assert {"text", "trace", "answer"} <= set(schemas["input_schema"]["properties"])
+    assert {"text", "trace", "answer"} <= set(schemas["state_schema"]["properties"])
+
+
+async def test_calls_not_offered_yet_say_so(client: LangGraphClient) -> None:
+    thread = await client.threads.create()
+    with pytest.raises(httpx.HTTPStatusError) as raised:
+        await client.threads.update(thread["thread_id"], metadata={"a": 1})
+    assert raised.value.response.status_code == 501
+    assert "threads.update" in raised.value.response.json()["detail"]
+    with pytest.raises(httpx.HTTPStatusError) as raised:
+        await client.crons.search()
+    assert raised.value.response.status_code == 501
+    assert "crons.search" in raised.value.response.json()["detail"]
+
+
+async def test_stateless_runs_wait_and_stream(client: LangGraphClient) -> None:
+    out = await client.runs.wait(None, "echo", input={"text": "no thread"})
+    assert out == {"text": "no thread", "trace": ["a", "b", "c"]}
+    created: list[Any] = []
+    parts = await _parts(
+        client.runs.stream(
+            None, "echo", input={"text": "s"}, stream_mode="updates", on_run_created=created.append
+        )
+    )
+    assert [p.event for p in parts] == ["metadata", "updates", "updates", "updates", "end"]
+    again = await _parts(
+        client.runs.join_stream(created[0]["thread_id"], created[0]["run_id"], last_event_id="0")
+    )
+    assert [(p.event, p.data) for p in again] == [(p.event, p.data) for p in parts]
+
+
+async def test_interrupt_strategy_supersedes_the_running_run(client: LangGraphClient) -> None:
+    thread = await client.threads.create()
+    tid = thread["thread_id"]
+    first = await client.runs.create(
+        tid, "ticker", input={"until": 100000}, config={"recursion_limit": 200000}
+    )
+    busy = await client.threads.get(tid)
+    assert busy["status"] == "busy"
+    out = await client.runs.wait(tid, "echo", input={"text": "new"}, multitask_strategy="interrupt")
+    assert out["text"] == "new"
+    old = await client.runs.get(tid, first["run_id"])
+    assert old["status"] == "interrupted"
+    assert "superseded" in old["cancel_reason"]

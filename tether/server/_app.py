@@ -16,7 +16,7 @@ from tether._version import __version__
 from tether.runtime import Runtime, Worker
 from tether.runtime import project as projects
 from tether.runtime import worker as workers_module
-from tether.server import _assistants, _runs, _threads
+from tether.server import _assistants, _graphs, _runs, _threads, _unsupported
 from tether.server._errors import install_error_handlers
 from tether.server._paths import SegmentPaths
 from tether.server._served import Served
@@ -94,5 +94,7 @@ def create_app(
 
     app.include_router(_assistants.router)
     app.include_router(_threads.router)
+    app.include_router(_graphs.router)
     app.include_router(_runs.router)
+    app.include_router(_unsupported.router)  # last: a real route always wins
     return SegmentPaths(app)

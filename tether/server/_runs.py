@@ -33,9 +33,9 @@ _ALL_STATUSES: dict[str, tuple[str, ...]] = {
 }
 
 
-def _run_path(run: Run, stateless: bool) -> str:
-    if stateless:
-        return f"/runs/{quote_id(run.run_id)}"
+def _run_path(run: Run) -> str:
+    """Where a run lives. A stateless run has a (temporary) thread too, so its stream
+    can be rejoined and checked at the same paths as any other run's."""
     return f"/threads/{quote_id(run.thread_id)}/runs/{quote_id(run.run_id)}"
 
 
@@ -109,13 +109,13 @@ def _after(last_event_id: str | None) -> int:
 
 async def _create_response(srv: Served, thread_id: str | None, body: RunCreate) -> Response:
     run = await _create(srv, thread_id, body)
-    headers = {"Content-Location": _run_path(run, thread_id is None)}
+    headers = {"Content-Location": _run_path(run)}
     return Response(_json(_shown(run)), media_type="application/json", headers=headers)
 
 
 async def _wait_response(srv: Served, thread_id: str | None, body: RunCreate) -> Response:
     run = await _create(srv, thread_id, body)
-    path = _run_path(run, thread_id is None)
+    path = _run_path(run)
     cancel = run.run_id if body.on_disconnect == "cancel" else None
     return StreamingResponse(
         heartbeat_json(_finished(srv, run.run_id), runtime=srv.runtime, cancel_run=cancel),
@@ -126,7 +126,7 @@ async def _wait_response(srv: Served, thread_id: str | None, body: RunCreate) ->
 
 async def _stream_response(srv: Served, thread_id: str | None, body: RunCreate) -> Response:
     run = await _create(srv, thread_id, body)
-    path = _run_path(run, thread_id is None)
+    path = _run_path(run)
     return StreamingResponse(
         run_frames(
             srv.runtime,
@@ -262,7 +262,7 @@ async def cancel_run(
         raise ApiError(404, f"No matching runs to cancel: {exc}") from None
     if not wait:
         return Response(status_code=202)
-    path = _run_path(run, False)
+    path = _run_path(run)
     return StreamingResponse(
         heartbeat_json(_finished(srv, run.run_id)),
         media_type="application/json",

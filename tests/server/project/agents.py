@@ -3,10 +3,11 @@
 from __future__ import annotations
 
 import asyncio
-from typing import Annotated, Any, TypedDict
+from typing import Annotated, Any
 
 from langgraph.graph import END, START, StateGraph
 from langgraph.types import interrupt
+from typing_extensions import TypedDict
 
 
 def _append(left: list[str], right: list[str]) -> list[str]:
