@@ -10,6 +10,7 @@ from langgraph_sdk import get_client
 
 from tests.runtime.workers import Workers
 from tests.server.conftest import PROJECT, ServeProcess
+from tether.runtime import Runtime
 
 TICKS = 30
 
@@ -89,5 +90,39 @@ async def test_without_a_url_the_store_is_sqlite_next_to_the_project(tmp_path: P
         out = await client.runs.wait(None, "echo", input={"text": "embedded"})
         assert out == {"text": "embedded", "trace": ["a", "b", "c"]}
         assert (project / ".tether" / "serve.db").exists()
+    finally:
+        server.stop()
+
+
+async def test_sigterm_hands_runs_back_and_the_next_server_finishes_them(
+    store_url: str, tmp_path: Path
+) -> None:
+    server = ServeProcess(store_url, tmp_path, ("--shutdown-grace", "10"))
+    try:
+        client = get_client(url=server.start())
+        thread = await client.threads.create()
+        tid = thread["thread_id"]
+        parts: list[Any] = []
+        stream = client.runs.stream(
+            tid, "ticker", input={"until": TICKS}, config={"recursion_limit": 1000}
+        )
+        async for part in stream:
+            parts.append(part)
+            if part.event == "values" and part.data.get("n") == 3 and server.starts == 1:
+                server.stop()  # SIGTERM: streams closed, the run handed back at a step
+                server.start()  # its worker claims the run again; the SDK reconnects
+        ticks = [p.data.get("n") for p in parts if p.event == "values"]
+        assert [n for n in ticks if n is not None][-1] == TICKS
+        assert sorted(set(ticks) - {None}) == list(range(1, TICKS + 1))
+        assert ticks == sorted(ticks, key=lambda n: n or 0)
+        ids = [int(p.id) for p in parts if p.event != "end"]
+        assert ids == sorted(set(ids))  # nothing replayed twice
+        assert parts[-1].data["status"] == "success"
+        run_id = parts[0].data["run_id"]
+        assert (await client.runs.get(tid, run_id))["status"] == "success"
+        async with Runtime(store_url) as runtime:
+            kinds = [e.kind for e in await runtime.events(run_id)]
+        assert kinds.count("run.released") == 1  # handed back, not taken over after a crash
+        assert kinds.count("run.started") == 2
     finally:
         server.stop()

@@ -47,6 +47,12 @@ def register(subparsers: Any) -> None:
     )
     parser.add_argument("--lease", type=float, default=2.0, help="worker lease in seconds")
     parser.add_argument(
+        "--shutdown-grace",
+        type=float,
+        default=30.0,
+        help="on SIGTERM, seconds in-process runs get to reach a step boundary and hand back",
+    )
+    parser.add_argument(
         "--log-level", default="info", choices=["debug", "info", "warning", "error"]
     )
     parser.set_defaults(handler=_serve)
@@ -84,7 +90,11 @@ def _serve(args: argparse.Namespace) -> int:
         runtime,
         project,
         workers=args.workers,
-        worker_options={"concurrency": args.concurrency, "lease": args.lease},
+        worker_options={
+            "concurrency": args.concurrency,
+            "lease": args.lease,
+            "shutdown_grace": args.shutdown_grace,
+        },
     )
     print(
         f"tether serve: graphs {', '.join(project.graph_ids)}; run store {_shown(url)}; "
@@ -92,8 +102,34 @@ def _serve(args: argparse.Namespace) -> int:
         file=sys.stderr,
         flush=True,
     )
-    uvicorn.run(app, host=args.host, port=args.port, log_level=args.log_level)
+    # On SIGTERM the in-process workers stop first, handing their runs back at the
+    # next step; open streams (which follow those runs) are closed after a short wait.
+    config = uvicorn.Config(
+        app,
+        host=args.host,
+        port=args.port,
+        log_level=args.log_level,
+        timeout_graceful_shutdown=min(5.0, args.shutdown_grace),
+    )
+    _server_class()(config, app).run()
     return 0
+
+
+def _server_class() -> Any:
+    import uvicorn
+
+    class Server(uvicorn.Server):
+        """uvicorn's server, stopping the app's workers as soon as a signal arrives."""
+
+        def __init__(self, config: uvicorn.Config, app: Any) -> None:
+            super().__init__(config)
+            self.tether_app = app
+
+        def handle_exit(self, sig: int, frame: Any) -> None:
+            self.tether_app.stop_workers()
+            super().handle_exit(sig, frame)
+
+    return Server
 
 
 def _shown(url: str) -> str:

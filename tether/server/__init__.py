@@ -9,6 +9,6 @@ or ``tether worker`` processes on the same run store.
 Requires the ``server`` extra (``pip install 'tether[server]'``).
 """
 
-from tether.server._app import create_app
+from tether.server._app import TetherApp, create_app
 
-__all__ = ["create_app"]
+__all__ = ["TetherApp", "create_app"]

@@ -32,7 +32,7 @@ def create_app(
     *,
     workers: int = 0,
     worker_options: Mapping[str, Any] | None = None,
-) -> Any:
+) -> TetherApp:
     """A FastAPI app speaking the LangGraph Agent Server API over ``runtime``.
 
     Args:
@@ -46,10 +46,13 @@ def create_app(
             ``lease``, ``shutdown_grace``, checkpointer options).
 
     Returns:
-        The ASGI app (FastAPI, wrapped so ids holding ``/`` route correctly).
+        The ASGI app (see :class:`TetherApp`).
     """
     loaded = project if isinstance(project, projects.Project) else projects.Project.load(project)
     options = dict(worker_options or {})
+    started: list[Worker] = []
+    loops: list[asyncio.AbstractEventLoop] = []
+    stopping: set[str] = set()  # {"workers"} once stop_workers() ran
 
     @asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
@@ -57,7 +60,8 @@ def create_app(
             # the system assistants exist before the first request
             await workers_module.register_graphs(runtime.store, loaded.graph_ids)
             app.state.tether = Served(runtime, loaded)
-            started = [
+            loops[:] = [asyncio.get_running_loop()]
+            started[:] = [
                 Worker(runtime.url, loaded, checkpoints_url=runtime.checkpoints_url, **options)
                 for _ in range(workers)
             ]
@@ -65,11 +69,14 @@ def create_app(
                 asyncio.create_task(w.run(), name=f"tether-worker-{i}")
                 for i, w in enumerate(started)
             ]
+            for task in tasks:
+                task.add_done_callback(_report_stopped)
             try:
                 yield
             finally:
-                for worker in started:
-                    worker.stop()
+                if not stopping:  # a second stop() would cut the workers' grace short
+                    for worker in started:
+                        worker.stop()
                 for task in tasks:
                     with contextlib.suppress(Exception, asyncio.CancelledError):
                         await task
@@ -97,4 +104,46 @@ def create_app(
     app.include_router(_graphs.router)
     app.include_router(_runs.router)
     app.include_router(_unsupported.router)  # last: a real route always wins
-    return SegmentPaths(app)
+    return TetherApp(app, started, loops, stopping)
+
+
+class TetherApp(SegmentPaths):
+    """The ASGI app :func:`create_app` returns: FastAPI, routed so ids holding ``/``
+    work, plus :meth:`stop_workers` for the server's signal handler.
+
+    Attributes:
+        fastapi: The FastAPI app inside.
+    """
+
+    def __init__(
+        self,
+        app: FastAPI,
+        workers: list[Worker],
+        loops: list[asyncio.AbstractEventLoop],
+        stopping: set[str],
+    ) -> None:
+        super().__init__(app)
+        self.fastapi = app
+        self._workers = workers  # filled at startup
+        self._loops = loops  # the loop the app runs on, once started
+        self._stopping = stopping
+
+    def stop_workers(self) -> None:
+        """Stop the in-process workers claiming, and hand their runs back at the next step.
+
+        Call it when shutdown begins (SIGTERM), before open streams are closed: the
+        runs then continue on another worker instead of finishing here first.
+        Safe to call from a signal handler or another thread.
+        """
+        if "workers" in self._stopping:
+            return
+        self._stopping.add("workers")
+        for loop in self._loops:
+            for worker in self._workers:
+                loop.call_soon_threadsafe(worker.stop)
+
+
+def _report_stopped(task: asyncio.Task[None]) -> None:
+    """Log an in-process worker that stopped on an error (runs then wait for another)."""
+    if not task.cancelled() and task.exception() is not None:
+        log.error("%s stopped: %r; runs wait for another worker", task.get_name(), task.exception())
