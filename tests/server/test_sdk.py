@@ -2,16 +2,17 @@
 
 from __future__ import annotations
 
+import itertools
 from typing import Any
 from uuid import UUID, uuid4, uuid5
 
 import httpx
 import pytest
-from langgraph_sdk import get_client
+from langgraph_sdk import get_client, get_sync_client
 from langgraph_sdk.client import LangGraphClient
 from langgraph_sdk.errors import ConflictError, NotFoundError, UnprocessableEntityError
 
-GRAPHS = ("echo", "ask", "ticker", "boom")
+GRAPHS = ("echo", "ask", "ticker", "boom", "chat")
 SYSTEM = UUID("6ba7b821-9dad-11d1-80b4-00c04fd430c8")
 
 
@@ -387,3 +388,35 @@ async def test_interrupt_strategy_supersedes_the_running_run(client: LangGraphCl
     old = await client.runs.get(tid, first["run_id"])
     assert old["status"] == "interrupted"
     assert "superseded" in old["cancel_reason"]
+
+
+async def test_messages_stream_token_by_token(client: LangGraphClient) -> None:
+    thread = await client.threads.create()
+    tid = thread["thread_id"]
+    question = {"messages": [{"role": "user", "content": "hi"}]}
+    parts = await _parts(client.runs.stream(tid, "chat", input=question, stream_mode="messages"))
+    events = [p.event for p in parts]
+    assert events[0] == "metadata"
+    assert events[1] == "messages/metadata"
+    assert "reply-1" in parts[1].data
+    partial = [p.data[0]["content"] for p in parts if p.event == "messages/partial"]
+    assert len(partial) > 1  # token by token, each the message so far
+    assert partial[-1] == "hello from tether"
+    assert all(b.startswith(a) for a, b in itertools.pairwise(partial))
+
+    parts = await _parts(
+        client.runs.stream(tid, "chat", input=question, stream_mode="messages-tuple")
+    )
+    chunks = [p.data for p in parts if p.event == "messages"]
+    assert "".join(chunk["content"] for chunk, _meta in chunks) == "hello from tether"
+    assert {meta["langgraph_node"] for _chunk, meta in chunks} == {"reply"}
+
+
+def test_the_sync_client_works_too(server: str) -> None:
+    client = get_sync_client(url=server)
+    thread = client.threads.create()
+    out = client.runs.wait(thread["thread_id"], "echo", input={"text": "sync"})
+    assert out == {"text": "sync", "trace": ["a", "b", "c"]}
+    events = [p.event for p in client.runs.stream(thread["thread_id"], "echo", input={})]
+    assert events[0] == "metadata"
+    assert events[-1] == "end"

@@ -5,7 +5,10 @@ from __future__ import annotations
 import asyncio
 from typing import Annotated, Any
 
+from langchain_core.language_models.fake_chat_models import GenericFakeChatModel
+from langchain_core.messages import AIMessage
 from langgraph.graph import END, START, StateGraph
+from langgraph.graph.message import add_messages
 from langgraph.types import interrupt
 from typing_extensions import TypedDict
 
@@ -94,3 +97,23 @@ def _boom() -> Any:
 
 
 boom = _boom()
+
+
+class Chat(TypedDict, total=False):
+    messages: Annotated[list[Any], add_messages]
+
+
+async def _reply(state: Chat) -> dict[str, Any]:
+    model = GenericFakeChatModel(messages=iter([AIMessage("hello from tether", id="reply-1")]))
+    return {"messages": [await model.ainvoke(state["messages"])]}
+
+
+def _chat() -> Any:
+    graph = StateGraph(Chat)
+    graph.add_node("reply", _reply)
+    graph.add_edge(START, "reply")
+    graph.add_edge("reply", END)
+    return graph.compile()
+
+
+chat = _chat()
