@@ -420,3 +420,48 @@ def test_the_sync_client_works_too(server: str) -> None:
     events = [p.event for p in client.runs.stream(thread["thread_id"], "echo", input={})]
     assert events[0] == "metadata"
     assert events[-1] == "end"
+
+
+async def test_if_not_exists_create_makes_the_thread(client: LangGraphClient) -> None:
+    tid = f"ticket-{uuid4().hex[:8]}"
+    out = await client.runs.wait(tid, "echo", input={"text": "new"}, if_not_exists="create")
+    assert out["text"] == "new"
+    thread = await client.threads.get(tid)
+    assert thread["metadata"]["graph_id"] == "echo"
+
+
+async def test_list_runs_by_status_and_cancel_many(client: LangGraphClient) -> None:
+    thread = await client.threads.create()
+    tid = thread["thread_id"]
+    done = await client.runs.create(tid, "echo", input={"text": "x"})
+    await client.runs.join(tid, done["run_id"])
+    later = [
+        await client.runs.create(tid, "echo", input={"text": "y"}, after_seconds=3600)
+        for _ in range(2)
+    ]
+    pending = await client.runs.list(tid, status="pending")
+    assert {r["run_id"] for r in pending} == {r["run_id"] for r in later}
+    assert [r["run_id"] for r in await client.runs.list(tid, status="success")] == [done["run_id"]]
+    assert len(await client.runs.list(tid, limit=1, offset=1)) == 1
+    await client.runs.cancel_many(thread_id=tid, run_ids=[r["run_id"] for r in later])
+    statuses = {r["run_id"]: r["status"] for r in await client.runs.list(tid)}
+    assert statuses == {
+        done["run_id"]: "success",
+        later[0]["run_id"]: "interrupted",
+        later[1]["run_id"]: "interrupted",
+    }
+    with pytest.raises(NotFoundError, match="No matching runs to cancel"):
+        await client.runs.cancel_many(thread_id=tid, run_ids=[later[0]["run_id"]])
+    with pytest.raises(UnprocessableEntityError, match="exactly one"):
+        await client.runs.cancel_many(thread_id=tid, run_ids=[done["run_id"]], status="all")
+
+
+async def test_a_last_event_id_that_is_not_ours_is_refused(client: LangGraphClient) -> None:
+    thread = await client.threads.create()
+    run = await client.runs.create(thread["thread_id"], "echo", input={})
+    with pytest.raises(UnprocessableEntityError, match="Last-Event-ID '1712345678-0'"):
+        await _parts(
+            client.runs.join_stream(
+                thread["thread_id"], run["run_id"], last_event_id="1712345678-0"
+            )
+        )
