@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import asyncio
 import logging
 import os
 import sys
@@ -82,6 +83,7 @@ def _serve(args: argparse.Namespace) -> int:
         store = project.root / DEFAULT_STORE
         store.parent.mkdir(parents=True, exist_ok=True)
         url = f"sqlite:///{store}"
+    asyncio.run(_check_store(url))  # a bad URL or an unreachable database: one clear line
     logging.basicConfig(
         level=args.log_level.upper(), format="%(asctime)s %(message)s", stream=sys.stderr
     )
@@ -113,6 +115,14 @@ def _serve(args: argparse.Namespace) -> int:
     )
     _server_class()(config, app).run()
     return 0
+
+
+async def _check_store(url: str) -> None:
+    """Open the run store once (and migrate it) before serving."""
+    from tether.runtime import Runtime
+
+    async with Runtime(url):
+        pass
 
 
 def _server_class() -> Any:
