@@ -465,3 +465,30 @@ async def test_a_last_event_id_that_is_not_ours_is_refused(client: LangGraphClie
                 thread["thread_id"], run["run_id"], last_event_id="1712345678-0"
             )
         )
+
+
+async def test_interrupt_before_then_continue_with_no_input(client: LangGraphClient) -> None:
+    thread = await client.threads.create()
+    tid = thread["thread_id"]
+    out = await client.runs.wait(tid, "echo", input={"text": "ib"}, interrupt_before=["b"])
+    assert out["trace"] == ["a"]
+    got = await client.threads.get(tid)
+    assert got["status"] == "interrupted"
+    assert (await client.threads.get_state(tid))["next"] == ["b"]
+    out = await client.runs.wait(tid, "echo", input=None)
+    assert out == {"text": "ib", "trace": ["a", "b", "c"]}
+    assert (await client.threads.get(tid))["status"] == "idle"
+
+
+async def test_a_run_from_an_earlier_checkpoint_forks_the_thread(client: LangGraphClient) -> None:
+    thread = await client.threads.create()
+    tid = thread["thread_id"]
+    await client.runs.wait(tid, "echo", input={"text": "one"})
+    history = await client.threads.get_history(tid, limit=20)
+    after_a = next(h for h in history if h["values"].get("trace") == ["a"])
+    out = await client.runs.wait(
+        tid, "echo", input=None, checkpoint_id=after_a["checkpoint"]["checkpoint_id"]
+    )
+    assert out == {"text": "one", "trace": ["a", "b", "c"]}
+    newest = await client.threads.get_state(tid)
+    assert newest["parent_checkpoint"]["checkpoint_id"] != history[0]["checkpoint"]["checkpoint_id"]
