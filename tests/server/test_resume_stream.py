@@ -82,7 +82,7 @@ async def test_on_disconnect_cancel_stops_the_run(store_url: str, tmp_path: Path
 async def test_without_a_url_the_store_is_sqlite_next_to_the_project(tmp_path: Path) -> None:
     project = tmp_path / "project"
     project.mkdir()
-    for name in ("langgraph.json", "agents.py"):
+    for name in ("langgraph.json", "agents.py", "webapp.py"):
         (project / name).write_text((PROJECT.parent / name).read_text())
     server = ServeProcess(None, tmp_path, project=project / "langgraph.json")
     try:

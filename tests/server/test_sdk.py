@@ -25,11 +25,21 @@ async def _parts(stream: Any) -> list[Any]:
     return [part async for part in stream]
 
 
-async def test_ok_and_info(client: LangGraphClient) -> None:
+async def test_ok(client: LangGraphClient) -> None:
+    assert (await client.http.client.get("/ok")).json() == {"ok": True}
+
+
+async def test_the_projects_http_app_and_cors(client: LangGraphClient) -> None:
     http = client.http.client
-    assert (await http.get("/ok")).json() == {"ok": True}
-    info = (await http.get("/info")).json()
-    assert info["flags"]["assistants"] is True
+    assert (await http.get("/hello/dana")).json() == {"hello": "dana", "lifespan": ["up"]}
+    assert (await http.get("/info")).json() == {"owner": "the project"}
+    preflight = await http.options(
+        "/threads/search",
+        headers={"Origin": "https://studio.example", "Access-Control-Request-Method": "POST"},
+    )
+    assert preflight.headers["access-control-allow-origin"] == "https://studio.example"
+    other = await http.get("/ok", headers={"Origin": "https://elsewhere.example"})
+    assert "access-control-allow-origin" not in other.headers
 
 
 async def test_graphs_are_system_assistants(client: LangGraphClient) -> None:

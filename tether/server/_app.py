@@ -18,6 +18,7 @@ from tether.runtime import project as projects
 from tether.runtime import worker as workers_module
 from tether.server import _assistants, _graphs, _runs, _threads, _unsupported
 from tether.server._errors import install_error_handlers
+from tether.server._http import custom_app, custom_lifespan, with_cors, with_custom_routes
 from tether.server._paths import SegmentPaths
 from tether.server._served import Served
 
@@ -50,13 +51,14 @@ def create_app(
     """
     loaded = project if isinstance(project, projects.Project) else projects.Project.load(project)
     options = dict(worker_options or {})
+    custom = custom_app(loaded)
     started: list[Worker] = []
     loops: list[asyncio.AbstractEventLoop] = []
     stopping: set[str] = set()  # {"workers"} once stop_workers() ran
 
     @asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
-        async with runtime:
+        async with runtime, custom_lifespan(custom):
             # the system assistants exist before the first request
             await workers_module.register_graphs(runtime.store, loaded.graph_ids)
             app.state.tether = Served(runtime, loaded)
@@ -104,29 +106,35 @@ def create_app(
     app.include_router(_graphs.router)
     app.include_router(_runs.router)
     app.include_router(_unsupported.router)  # last: a real route always wins
-    return TetherApp(app, started, loops, stopping)
+    outer = with_cors(with_custom_routes(SegmentPaths(app), custom), loaded.http)
+    return TetherApp(outer, app, started, loops, stopping)
 
 
-class TetherApp(SegmentPaths):
-    """The ASGI app :func:`create_app` returns: FastAPI, routed so ids holding ``/``
-    work, plus :meth:`stop_workers` for the server's signal handler.
+class TetherApp:
+    """The ASGI app :func:`create_app` returns: the API (routed so ids holding ``/``
+    work), the project's ``http.app`` routes and CORS (``http.cors``), plus
+    :meth:`stop_workers` for the server's signal handler.
 
     Attributes:
-        fastapi: The FastAPI app inside.
+        fastapi: The FastAPI app of the API.
     """
 
     def __init__(
         self,
+        asgi: Any,
         app: FastAPI,
         workers: list[Worker],
         loops: list[asyncio.AbstractEventLoop],
         stopping: set[str],
     ) -> None:
-        super().__init__(app)
+        self._asgi = asgi
         self.fastapi = app
         self._workers = workers  # filled at startup
         self._loops = loops  # the loop the app runs on, once started
         self._stopping = stopping
+
+    async def __call__(self, scope: dict[str, Any], receive: Any, send: Any) -> None:
+        await self._asgi(scope, receive, send)
 
     def stop_workers(self) -> None:
         """Stop the in-process workers claiming, and hand their runs back at the next step.
