@@ -502,3 +502,29 @@ async def test_a_run_from_an_earlier_checkpoint_forks_the_thread(client: LangGra
     assert out == {"text": "one", "trace": ["a", "b", "c"]}
     newest = await client.threads.get_state(tid)
     assert newest["parent_checkpoint"]["checkpoint_id"] != history[0]["checkpoint"]["checkpoint_id"]
+
+
+async def test_stream_version_2_parts(client: LangGraphClient) -> None:
+    thread = await client.threads.create()
+    parts = await _parts(
+        client.runs.stream(
+            thread["thread_id"],
+            "ask",
+            input={"text": "v2"},
+            stream_mode=["values", "updates"],
+            version="v2",
+        )
+    )
+    assert next(p["type"] for p in parts) == "metadata"
+    assert "end" not in [p["type"] for p in parts]
+    last_values = [p for p in parts if p["type"] == "values"][-1]
+    assert [i["value"] for i in last_values["interrupts"]] == [{"question": "ship v2?"}]
+    assert all(p["ns"] == [] for p in parts)
+
+
+async def test_stream_modes_tether_does_not_serve_are_named(client: LangGraphClient) -> None:
+    thread = await client.threads.create()
+    with pytest.raises(UnprocessableEntityError, match="'events' needs LangGraph's astream_events"):
+        await _parts(
+            client.runs.stream(thread["thread_id"], "echo", input={}, stream_mode="events")
+        )

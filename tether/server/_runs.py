@@ -14,7 +14,7 @@ import orjson
 from fastapi import APIRouter, Depends, Header, Query, Response
 from fastapi.responses import StreamingResponse
 
-from tether.runtime import Run, RunNotActiveError
+from tether.runtime import Run, RunNotActiveError, streaming
 from tether.server._errors import ApiError
 from tether.server._mapping import run_json
 from tether.server._paths import path_id, quote_id
@@ -49,6 +49,9 @@ def _shown(run: Run) -> dict[str, Any]:
 async def _create(srv: Served, thread_id: str | None, body: RunCreate) -> Run:
     if body.webhook is not None:
         raise ApiError(422, "webhook is not supported by tether serve yet; omit it")
+    # The run store accepts every LangGraph mode; the worker refuses those it cannot
+    # serve. Refuse them here, before a run is created only to fail.
+    streaming.stream_modes(body.stream_mode)
     checkpoint_id = body.checkpoint_id or (body.checkpoint or {}).get("checkpoint_id")
     durability = body.durability
     if durability is None and body.checkpoint_during is not None:
