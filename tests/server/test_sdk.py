@@ -12,7 +12,7 @@ from langgraph_sdk import get_client, get_sync_client
 from langgraph_sdk.client import LangGraphClient
 from langgraph_sdk.errors import ConflictError, NotFoundError, UnprocessableEntityError
 
-GRAPHS = ("echo", "ask", "ticker", "boom", "chat")
+GRAPHS = ("echo", "ask", "ticker", "boom", "chat", "broken")
 SYSTEM = UUID("6ba7b821-9dad-11d1-80b4-00c04fd430c8")
 
 
@@ -528,3 +528,15 @@ async def test_stream_modes_tether_does_not_serve_are_named(client: LangGraphCli
         await _parts(
             client.runs.stream(thread["thread_id"], "echo", input={}, stream_mode="events")
         )
+
+
+async def test_a_failing_graph_factory_is_named(client: LangGraphClient) -> None:
+    thread = await client.threads.create()
+    out = await client.runs.wait(thread["thread_id"], "broken", input={}, raise_error=False)
+    assert out["__error__"]["error"] == "ProjectConfigError"
+    assert "AGENT_API_KEY is not set" in out["__error__"]["message"]
+    with pytest.raises(httpx.HTTPStatusError) as raised:
+        await client.assistants.get_graph("broken")
+    assert raised.value.response.status_code == 500
+    assert "graph 'broken'" in raised.value.response.json()["detail"]
+    assert "AGENT_API_KEY is not set" in raised.value.response.json()["detail"]

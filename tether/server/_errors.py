@@ -13,6 +13,7 @@ from tether.runtime import (
     AlreadyExistsError,
     InvalidRunRequestError,
     NotFoundError,
+    ProjectConfigError,
     RunNotActiveError,
     TenantMismatchError,
     ThreadBusyError,
@@ -39,6 +40,7 @@ _STATUS: tuple[tuple[type[Exception], int], ...] = (
     (AlreadyExistsError, 409),
     (RunNotActiveError, 409),
     (InvalidRunRequestError, 422),
+    (ProjectConfigError, 500),  # a graph factory raised: the project's bug, named
 )
 
 

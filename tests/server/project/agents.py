@@ -117,3 +117,8 @@ def _chat() -> Any:
 
 
 chat = _chat()
+
+
+def broken() -> Any:
+    """A graph factory that fails, as one missing its configuration does."""
+    raise RuntimeError("AGENT_API_KEY is not set")
