@@ -540,3 +540,16 @@ async def test_a_failing_graph_factory_is_named(client: LangGraphClient) -> None
     assert raised.value.response.status_code == 500
     assert "graph 'broken'" in raised.value.response.json()["detail"]
     assert "AGENT_API_KEY is not set" in raised.value.response.json()["detail"]
+
+
+@pytest.mark.parametrize("hostile", ["../x", "..", "a/b", "%2E%2E", "ü/✓", "x" * 300])
+async def test_hostile_run_and_assistant_ids_are_plain_404s(
+    client: LangGraphClient, hostile: str
+) -> None:
+    thread = await client.threads.create()
+    with pytest.raises(NotFoundError, match="no run"):
+        await client.runs.get(thread["thread_id"], hostile)
+    with pytest.raises(NotFoundError, match="no assistant"):
+        await client.assistants.get(hostile)
+    with pytest.raises(NotFoundError, match="no thread"):
+        await client.threads.get_state(hostile)
