@@ -551,5 +551,6 @@ async def test_hostile_run_and_assistant_ids_are_plain_404s(
         await client.runs.get(thread["thread_id"], hostile)
     with pytest.raises(NotFoundError, match="no assistant"):
         await client.assistants.get(hostile)
+    missing = f"{hostile}-{uuid4().hex}"  # ".." itself is a thread of another test here
     with pytest.raises(NotFoundError, match="no thread"):
-        await client.threads.get_state(hostile)
+        await client.threads.get_state(missing[-255:])
