@@ -1,0 +1,124 @@
+"""The graphs the server's tests run through ``tether serve``, as a user's project would."""
+
+from __future__ import annotations
+
+import asyncio
+from typing import Annotated, Any
+
+from langchain_core.language_models.fake_chat_models import GenericFakeChatModel
+from langchain_core.messages import AIMessage
+from langgraph.graph import END, START, StateGraph
+from langgraph.graph.message import add_messages
+from langgraph.types import interrupt
+from typing_extensions import TypedDict
+
+
+def _append(left: list[str], right: list[str]) -> list[str]:
+    return [*left, *right]
+
+
+class State(TypedDict, total=False):
+    text: str
+    trace: Annotated[list[str], _append]
+    answer: Any
+    n: int
+    until: int
+
+
+def _step(name: str) -> Any:
+    def node(state: State) -> dict[str, Any]:
+        return {"trace": [name]}
+
+    return node
+
+
+def _echo() -> Any:
+    graph = StateGraph(State)
+    for name in ("a", "b", "c"):
+        graph.add_node(name, _step(name))
+    graph.add_edge(START, "a")
+    graph.add_edge("a", "b")
+    graph.add_edge("b", "c")
+    graph.add_edge("c", END)
+    return graph.compile()
+
+
+echo = _echo()
+
+
+def _question(state: State) -> dict[str, Any]:
+    answer = interrupt({"question": f"ship {state.get('text', '')}?"})
+    return {"answer": answer, "trace": ["asked"]}
+
+
+def _ask() -> Any:
+    graph = StateGraph(State)
+    graph.add_node("before", _step("before"))
+    graph.add_node("question", _question)
+    graph.add_node("after", _step("after"))
+    graph.add_edge(START, "before")
+    graph.add_edge("before", "question")
+    graph.add_edge("question", "after")
+    graph.add_edge("after", END)
+    return graph.compile()
+
+
+ask = _ask()
+
+
+async def _tick(state: State) -> dict[str, Any]:
+    await asyncio.sleep(0.1)
+    return {"n": state.get("n", 0) + 1}
+
+
+def _ticker() -> Any:
+    graph = StateGraph(State)
+    graph.add_node("tick", _tick)
+    graph.add_edge(START, "tick")
+    graph.add_conditional_edges(
+        "tick", lambda s: END if s.get("n", 0) >= s.get("until", 3) else "tick"
+    )
+    return graph.compile()
+
+
+ticker = _ticker()
+
+
+def _fail(state: State) -> dict[str, Any]:
+    raise ValueError(f"boom: cannot handle {state.get('text')!r}")
+
+
+def _boom() -> Any:
+    graph = StateGraph(State)
+    graph.add_node("fail", _fail)
+    graph.add_edge(START, "fail")
+    graph.add_edge("fail", END)
+    return graph.compile()
+
+
+boom = _boom()
+
+
+class Chat(TypedDict, total=False):
+    messages: Annotated[list[Any], add_messages]
+
+
+async def _reply(state: Chat) -> dict[str, Any]:
+    model = GenericFakeChatModel(messages=iter([AIMessage("hello from tether", id="reply-1")]))
+    return {"messages": [await model.ainvoke(state["messages"])]}
+
+
+def _chat() -> Any:
+    graph = StateGraph(Chat)
+    graph.add_node("reply", _reply)
+    graph.add_edge(START, "reply")
+    graph.add_edge("reply", END)
+    return graph.compile()
+
+
+chat = _chat()
+
+
+def broken() -> Any:
+    """A graph factory that fails, as one missing its configuration does."""
+    raise RuntimeError("AGENT_API_KEY is not set")

@@ -1,0 +1,148 @@
+"""``tether serve``: the LangGraph Agent Server API for a ``langgraph.json`` project."""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import logging
+import os
+import sys
+from typing import Any
+
+__all__ = ["register"]
+
+DEFAULT_STORE = ".tether/serve.db"
+
+
+def register(subparsers: Any) -> None:
+    """Add ``tether serve``."""
+    parser = subparsers.add_parser(
+        "serve",
+        help="serve the LangGraph Agent Server API (langgraph_sdk clients work unchanged)",
+        description=(
+            "Serves assistants, threads, runs and run streams as LangGraph's Agent Server "
+            "does, over tether's runtime. Without --url the run store is a SQLite file "
+            f"({DEFAULT_STORE} next to langgraph.json) and the runs execute in this process."
+        ),
+    )
+    parser.add_argument("--config", default="langgraph.json", help="the project's langgraph.json")
+    parser.add_argument(
+        "--url",
+        default=os.environ.get("TETHER_URL"),
+        help=(
+            "run store: postgresql://… or sqlite:///path (default $TETHER_URL, else "
+            f"sqlite:///<project>/{DEFAULT_STORE})"
+        ),
+    )
+    parser.add_argument("--checkpoints-url", help="where checkpoints live (default: --url)")
+    parser.add_argument("--host", default="127.0.0.1", help="address to listen on")
+    parser.add_argument("--port", type=int, default=2024, help="port to listen on")
+    parser.add_argument(
+        "--workers",
+        type=int,
+        default=1,
+        help="in-process workers executing runs (0: leave runs to `tether worker` processes)",
+    )
+    parser.add_argument(
+        "--concurrency", type=int, default=10, help="runs each worker executes at once"
+    )
+    parser.add_argument("--lease", type=float, default=2.0, help="worker lease in seconds")
+    parser.add_argument(
+        "--shutdown-grace",
+        type=float,
+        default=30.0,
+        help="on SIGTERM, seconds in-process runs get to reach a step boundary and hand back",
+    )
+    parser.add_argument(
+        "--log-level", default="info", choices=["debug", "info", "warning", "error"]
+    )
+    parser.set_defaults(handler=_serve)
+
+
+def _serve(args: argparse.Namespace) -> int:
+    try:
+        import uvicorn
+
+        from tether.server import create_app
+    except ImportError as exc:
+        print(
+            f"tether: error: tether serve needs the server extra ({exc.name} is missing): "
+            "pip install 'tether[server]'",
+            file=sys.stderr,
+        )
+        return 2
+    from tether.runtime import Runtime
+    from tether.runtime import project as projects
+
+    if args.workers < 0:
+        print(f"tether: error: --workers must be 0 or more, not {args.workers}", file=sys.stderr)
+        return 2
+    project = projects.Project.load(args.config, apply_env=True)
+    url = args.url
+    if not url:
+        store = project.root / DEFAULT_STORE
+        store.parent.mkdir(parents=True, exist_ok=True)
+        url = f"sqlite:///{store}"
+    asyncio.run(_check_store(url))  # a bad URL or an unreachable database: one clear line
+    logging.basicConfig(
+        level=args.log_level.upper(), format="%(asctime)s %(message)s", stream=sys.stderr
+    )
+    runtime = Runtime(url, checkpoints_url=args.checkpoints_url)
+    app = create_app(
+        runtime,
+        project,
+        workers=args.workers,
+        worker_options={
+            "concurrency": args.concurrency,
+            "lease": args.lease,
+            "shutdown_grace": args.shutdown_grace,
+        },
+    )
+    print(
+        f"tether serve: graphs {', '.join(project.graph_ids)}; run store {_shown(url)}; "
+        f"{args.workers} in-process worker(s); http://{args.host}:{args.port}",
+        file=sys.stderr,
+        flush=True,
+    )
+    # On SIGTERM the in-process workers stop first, handing their runs back at the
+    # next step; open streams (which follow those runs) are closed after a short wait.
+    config = uvicorn.Config(
+        app,
+        host=args.host,
+        port=args.port,
+        log_level=args.log_level,
+        timeout_graceful_shutdown=min(5.0, args.shutdown_grace),
+    )
+    _server_class()(config, app).run()
+    return 0
+
+
+async def _check_store(url: str) -> None:
+    """Open the run store once (and migrate it) before serving."""
+    from tether.runtime import Runtime
+
+    async with Runtime(url):
+        pass
+
+
+def _server_class() -> Any:
+    import uvicorn
+
+    class Server(uvicorn.Server):
+        """uvicorn's server, stopping the app's workers as soon as a signal arrives."""
+
+        def __init__(self, config: uvicorn.Config, app: Any) -> None:
+            super().__init__(config)
+            self.tether_app = app
+
+        def handle_exit(self, sig: int, frame: Any) -> None:
+            self.tether_app.stop_workers()
+            super().handle_exit(sig, frame)
+
+    return Server
+
+
+def _shown(url: str) -> str:
+    from tether.checkpointing import redact
+
+    return str(redact(url))

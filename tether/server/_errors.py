@@ -1,0 +1,70 @@
+"""The runtime's errors as HTTP answers: status code and ``{"detail": message}``.
+
+The SDK reads ``detail`` into its error's message and picks the exception class
+from the status code, so a client sees the runtime's own explanation.
+"""
+
+from __future__ import annotations
+
+from fastapi import FastAPI, Request
+from fastapi.responses import JSONResponse
+
+from tether.runtime import (
+    AlreadyExistsError,
+    InvalidRunRequestError,
+    NotFoundError,
+    ProjectConfigError,
+    RunNotActiveError,
+    TenantMismatchError,
+    ThreadBusyError,
+    UnknownGraphError,
+)
+
+__all__ = ["ApiError", "install_error_handlers", "status_for"]
+
+
+class ApiError(Exception):
+    """An HTTP error with a message, raised by the routes themselves."""
+
+    def __init__(self, status: int, detail: str) -> None:
+        super().__init__(detail)
+        self.status = status
+        self.detail = detail
+
+
+_STATUS: tuple[tuple[type[Exception], int], ...] = (
+    (NotFoundError, 404),
+    (UnknownGraphError, 404),
+    (TenantMismatchError, 404),
+    (ThreadBusyError, 409),
+    (AlreadyExistsError, 409),
+    (RunNotActiveError, 409),
+    (InvalidRunRequestError, 422),
+    (ProjectConfigError, 500),  # a graph factory raised: the project's bug, named
+)
+
+
+def status_for(error: BaseException) -> int | None:
+    """The HTTP status of a runtime error, ``None`` for an unexpected one (500)."""
+    for kind, status in _STATUS:
+        if isinstance(error, kind):
+            return status
+    return None
+
+
+def install_error_handlers(app: FastAPI) -> None:
+    """Answer runtime errors with their status and message instead of a 500."""
+
+    async def api_error(_: Request, exc: Exception) -> JSONResponse:
+        assert isinstance(exc, ApiError)
+        return JSONResponse({"detail": exc.detail}, status_code=exc.status)
+
+    async def runtime_error(_: Request, exc: Exception) -> JSONResponse:
+        status = status_for(exc)
+        if status is None:
+            raise exc
+        return JSONResponse({"detail": str(exc)}, status_code=status)
+
+    app.add_exception_handler(ApiError, api_error)
+    for kind, _status in _STATUS:
+        app.add_exception_handler(kind, runtime_error)

@@ -1,0 +1,118 @@
+"""Request bodies of the routes, as the SDK sends them (unknown keys are ignored)."""
+
+from __future__ import annotations
+
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict
+
+__all__ = [
+    "AssistantCreate",
+    "AssistantSearch",
+    "CancelMany",
+    "HistoryRequest",
+    "RunCreate",
+    "StateAtCheckpoint",
+    "ThreadCreate",
+    "ThreadSearch",
+]
+
+
+class _Body(BaseModel):
+    model_config = ConfigDict(extra="ignore")
+
+
+class RunCreate(_Body):
+    """``POST /threads/{id}/runs[/stream|/wait]`` and ``POST /runs[/stream|/wait]``."""
+
+    assistant_id: str
+    input: Any = None
+    command: dict[str, Any] | None = None
+    config: dict[str, Any] | None = None
+    context: dict[str, Any] | None = None
+    metadata: dict[str, Any] | None = None
+    stream_mode: str | list[str] = "values"
+    stream_subgraphs: bool = False
+    stream_resumable: bool = False
+    interrupt_before: str | list[str] | None = None
+    interrupt_after: str | list[str] | None = None
+    checkpoint_id: str | None = None
+    checkpoint: dict[str, Any] | None = None
+    checkpoint_during: bool | None = None
+    multitask_strategy: str = "enqueue"
+    if_not_exists: str = "reject"
+    on_completion: str | None = None
+    on_disconnect: Literal["cancel", "continue"] | None = None
+    after_seconds: float | None = None
+    durability: str | None = None
+    webhook: str | None = None
+    feedback_keys: list[str] | None = None
+
+
+class CancelMany(_Body):
+    """``POST /runs/cancel``."""
+
+    thread_id: str | None = None
+    run_ids: list[str] | None = None
+    status: Literal["pending", "running", "all"] | None = None
+    assistant_id: str | None = None
+
+
+class ThreadCreate(_Body):
+    """``POST /threads``."""
+
+    thread_id: str | None = None
+    metadata: dict[str, Any] | None = None
+    if_exists: Literal["raise", "do_nothing"] = "raise"
+    supersteps: list[Any] | None = None
+    ttl: Any = None
+
+
+class ThreadSearch(_Body):
+    """``POST /threads/search`` and ``/threads/count``."""
+
+    metadata: dict[str, Any] | None = None
+    values: dict[str, Any] | None = None
+    ids: list[str] | None = None
+    status: Literal["idle", "busy", "interrupted", "error"] | None = None
+    limit: int = 10
+    offset: int = 0
+
+
+class StateAtCheckpoint(_Body):
+    """``POST /threads/{id}/state/checkpoint``."""
+
+    checkpoint: dict[str, Any]
+    subgraphs: bool = False
+
+
+class HistoryRequest(_Body):
+    """``POST /threads/{id}/history``."""
+
+    limit: int = 10
+    before: str | dict[str, Any] | None = None
+    metadata: dict[str, Any] | None = None
+    checkpoint: dict[str, Any] | None = None
+
+
+class AssistantCreate(_Body):
+    """``POST /assistants``."""
+
+    graph_id: str
+    assistant_id: str | None = None
+    config: dict[str, Any] | None = None
+    context: dict[str, Any] | None = None
+    metadata: dict[str, Any] | None = None
+    if_exists: Literal["raise", "do_nothing"] = "raise"
+    name: str | None = None
+    description: str | None = None
+
+
+class AssistantSearch(_Body):
+    """``POST /assistants/search`` and ``/assistants/count``."""
+
+    metadata: dict[str, Any] | None = None
+    graph_id: str | None = None
+    name: str | None = None
+    limit: int = 10
+    offset: int = 0

@@ -1,0 +1,172 @@
+"""What the routes share: the runtime, the project, and the calls the Runtime lacks.
+
+:class:`Served` is the one object the routes talk to. Most calls go straight to
+:class:`~tether.runtime.Runtime`; a few the HTTP API needs and the Runtime does
+not offer yet are composed here from public pieces (``Runtime.store``,
+``Runtime.checkpointer()``, the project's graphs):
+
+- listing assistants: the run store has no listing, so a search sees the
+  project's system assistants plus those created through this server process;
+- thread state and history: read through the thread's graph, compiled with the
+  runtime's checkpointer, as LangGraph's server does;
+- deleting a thread: the run store's rows, then the thread's checkpoints;
+- the ``join`` body (design §2.9).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any, cast
+
+from fastapi import Request
+from langchain_core.runnables import RunnableConfig
+
+from tether.runtime import Run, Runtime, Thread, ids, models
+from tether.runtime import project as projects
+from tether.server._mapping import empty_state, state_json
+
+__all__ = ["Served", "served"]
+
+_PAGE = 1000
+
+
+@dataclass
+class Served:
+    """The runtime and project behind one app."""
+
+    runtime: Runtime
+    project: projects.Project
+    created_assistants: list[str] = field(default_factory=list)
+
+    # -- assistants -------------------------------------------------------------------------
+
+    async def assistants(self) -> list[models.Assistant]:
+        """Every assistant this server can list: system ones first, then created ones."""
+        wanted = [ids.system_assistant_id(g) for g in self.project.graph_ids]
+        wanted += [a for a in self.created_assistants if a not in wanted]
+        found = []
+        for assistant_id in wanted:
+            try:
+                found.append(
+                    await self.runtime.store.get_assistant(assistant_id, tenant=self.runtime.tenant)
+                )
+            except LookupError:
+                continue
+        return found
+
+    # -- threads ----------------------------------------------------------------------------
+
+    async def thread_graph(self, thread: Thread) -> str | None:
+        """The graph whose state the thread holds: its newest run's, else its metadata's."""
+        runs = await self.runtime.list(thread_id=thread.thread_id, limit=1)
+        if runs:
+            return runs[0].graph_id
+        graph_id = thread.metadata.get("graph_id")
+        return graph_id if isinstance(graph_id, str) else None
+
+    def _config(self, thread_id: str, checkpoint: Mapping[str, Any] | None) -> RunnableConfig:
+        configurable: dict[str, Any] = {"thread_id": thread_id, "checkpoint_ns": ""}
+        for key, value in (checkpoint or {}).items():
+            if key in ("checkpoint_id", "checkpoint_ns", "checkpoint_map") and value is not None:
+                configurable[key] = value
+        return cast(RunnableConfig, {"configurable": configurable})
+
+    async def state(
+        self,
+        thread_id: str,
+        checkpoint: Mapping[str, Any] | None = None,
+        *,
+        subgraphs: bool = False,
+    ) -> dict[str, Any]:
+        """LangGraph's ``ThreadState`` of the thread (at ``checkpoint``, if given)."""
+        thread = await self.runtime.get_thread(thread_id)
+        graph_id = await self.thread_graph(thread)
+        if graph_id is None or graph_id not in self.project.graph_ids:
+            return empty_state(thread_id)
+        config = self._config(thread_id, checkpoint)
+        saver = await self.runtime.checkpointer()
+        async with self.project.graph(graph_id, config, saver) as graph:
+            if await saver.aget_tuple(config) is None:
+                return empty_state(thread_id)
+            snapshot = await graph.aget_state(config, subgraphs=subgraphs)
+        return state_json(snapshot)
+
+    async def history(
+        self,
+        thread_id: str,
+        *,
+        limit: int,
+        before: Mapping[str, Any] | None,
+        metadata: Mapping[str, Any] | None,
+        checkpoint: Mapping[str, Any] | None,
+    ) -> list[dict[str, Any]]:
+        """The thread's states, newest first (LangGraph's ``POST /threads/{id}/history``)."""
+        thread = await self.runtime.get_thread(thread_id)
+        graph_id = await self.thread_graph(thread)
+        if graph_id is None or graph_id not in self.project.graph_ids:
+            return []
+        config = self._config(thread_id, checkpoint)
+        saver = await self.runtime.checkpointer()
+        states = []
+        async with self.project.graph(graph_id, config, saver) as graph:
+            async for snapshot in graph.aget_state_history(
+                config,
+                limit=limit,
+                before=self._config(thread_id, before) if before else None,
+                filter=dict(metadata) if metadata else None,
+            ):
+                states.append(state_json(snapshot))
+        return states
+
+    async def delete_thread(self, thread_id: str) -> None:
+        """Delete the thread, its runs and events, then its checkpoints."""
+        await self.runtime.store.delete_thread(thread_id, tenant=self.runtime.tenant)
+        await (await self.runtime.checkpointer()).adelete_thread(thread_id)
+
+    # -- runs -------------------------------------------------------------------------------
+
+    async def join_body(self, run: Run) -> Any:
+        """What ``join`` and ``wait`` answer for a run that has stopped (design §2.9).
+
+        The last ``error`` event as ``{"__error__": ...}``, else the data of the
+        last root ``values`` event (``{"__interrupt__": [...]}`` when the run
+        stopped at an interrupt), else the thread as it is now.
+        """
+        last_values: Any = None
+        found_values = False
+        after = 0
+        while True:
+            page = await self.runtime.events(
+                run.run_id, after=after, limit=_PAGE, kinds=("values", "error")
+            )
+            for event in page:
+                if event.kind == "error":
+                    return {"__error__": event.data}
+                if not event.ns:
+                    last_values, found_values = event.data, True
+            if len(page) < _PAGE:
+                break
+            after = page[-1].seq
+        if run.status == "error" and run.error:
+            return {"__error__": dict(run.error)}
+        if found_values:
+            return last_values
+        return await self._thread_values(run.thread_id)
+
+    async def _thread_values(self, thread_id: str) -> Any:
+        try:
+            thread = await self.runtime.get_thread(thread_id)
+        except LookupError:
+            return {}
+        if thread.status == "error" and thread.error:
+            return {"__error__": dict(thread.error)}
+        if thread.status == "interrupted" and thread.interrupts:
+            return {"__interrupt__": [i for items in thread.interrupts.values() for i in items]}
+        return thread.values if thread.values is not None else {}
+
+
+def served(request: Request) -> Served:
+    """The app's :class:`Served` (a FastAPI dependency)."""
+    found: Served = request.app.state.tether
+    return found

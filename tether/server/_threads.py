@@ -1,0 +1,131 @@
+"""Threads: create, get, search, count, delete, state and history (design §2.2)."""
+
+from __future__ import annotations
+
+from typing import Annotated, Any
+
+from fastapi import APIRouter, Depends, Query, Response
+
+from tether.server._errors import ApiError
+from tether.server._mapping import thread_json
+from tether.server._paths import path_id
+from tether.server._payloads import HistoryRequest, StateAtCheckpoint, ThreadCreate, ThreadSearch
+from tether.server._served import Served, served
+
+__all__ = ["router"]
+
+router = APIRouter()
+Srv = Annotated[Served, Depends(served)]
+_PAGE = 1000
+
+
+@router.post("/threads")
+async def create_thread(body: ThreadCreate, srv: Srv) -> dict[str, Any]:
+    if body.supersteps:
+        raise ApiError(422, "supersteps are not supported by tether serve yet; omit them")
+    if body.ttl is not None:
+        raise ApiError(422, "ttl is not supported by tether serve yet; omit it")
+    thread = await srv.runtime.store.create_thread(
+        tenant=srv.runtime.tenant,
+        thread_id=body.thread_id,
+        metadata=body.metadata,
+        if_exists=body.if_exists,
+    )
+    return thread_json(thread)
+
+
+@router.get("/threads/{thread_id}")
+async def get_thread(thread_id: str, srv: Srv) -> dict[str, Any]:
+    return thread_json(await srv.runtime.get_thread(path_id(thread_id)))
+
+
+@router.delete("/threads/{thread_id}", status_code=204)
+async def delete_thread(thread_id: str, srv: Srv) -> Response:
+    await srv.delete_thread(path_id(thread_id))
+    return Response(status_code=204)
+
+
+async def _search(srv: Served, body: ThreadSearch, *, limit: int, offset: int) -> list[Any]:
+    if body.values:
+        raise ApiError(422, "searching threads by values is not supported by tether serve yet")
+    if limit < 1 or offset < 0:
+        raise ApiError(422, f"limit must be at least 1 and offset at least 0: {limit}, {offset}")
+    if body.ids is not None:
+        found = []
+        for thread_id in body.ids:
+            try:
+                found.append(await srv.runtime.get_thread(thread_id))
+            except LookupError:
+                continue
+        if body.status is not None:
+            found = [t for t in found if t.status == body.status]
+        return found[offset : offset + limit]
+    return await srv.runtime.store.list_threads(
+        tenant=srv.runtime.tenant,
+        status=body.status,
+        metadata=body.metadata,
+        limit=limit,
+        offset=offset,
+    )
+
+
+@router.post("/threads/search")
+async def search_threads(body: ThreadSearch, srv: Srv) -> list[dict[str, Any]]:
+    found = await _search(srv, body, limit=body.limit, offset=body.offset)
+    return [thread_json(t) for t in found]
+
+
+@router.post("/threads/count")
+async def count_threads(body: ThreadSearch, srv: Srv) -> int:
+    total = 0
+    while True:
+        page = await _search(srv, body, limit=_PAGE, offset=total)
+        total += len(page)
+        if len(page) < _PAGE or body.ids is not None:
+            return total
+
+
+@router.get("/threads/{thread_id}/state")
+async def get_state(thread_id: str, srv: Srv, subgraphs: bool = False) -> dict[str, Any]:
+    return await srv.state(path_id(thread_id), subgraphs=subgraphs)
+
+
+@router.get("/threads/{thread_id}/state/{checkpoint_id}")
+async def get_state_at(
+    thread_id: str, checkpoint_id: str, srv: Srv, subgraphs: bool = False
+) -> dict[str, Any]:
+    checkpoint = {"checkpoint_id": path_id(checkpoint_id)}
+    return await srv.state(path_id(thread_id), checkpoint, subgraphs=subgraphs)
+
+
+@router.post("/threads/{thread_id}/state/checkpoint")
+async def post_state_at(thread_id: str, body: StateAtCheckpoint, srv: Srv) -> dict[str, Any]:
+    return await srv.state(path_id(thread_id), body.checkpoint, subgraphs=body.subgraphs)
+
+
+@router.post("/threads/{thread_id}/history")
+async def post_history(thread_id: str, body: HistoryRequest, srv: Srv) -> list[dict[str, Any]]:
+    before = {"checkpoint_id": body.before} if isinstance(body.before, str) else body.before
+    return await srv.history(
+        path_id(thread_id),
+        limit=body.limit,
+        before=before,
+        metadata=body.metadata,
+        checkpoint=body.checkpoint,
+    )
+
+
+@router.get("/threads/{thread_id}/history")
+async def get_history(
+    thread_id: str,
+    srv: Srv,
+    limit: Annotated[int, Query(ge=1)] = 10,
+    before: str | None = None,
+) -> list[dict[str, Any]]:
+    return await srv.history(
+        path_id(thread_id),
+        limit=limit,
+        before={"checkpoint_id": before} if before else None,
+        metadata=None,
+        checkpoint=None,
+    )

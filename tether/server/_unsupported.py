@@ -1,0 +1,60 @@
+"""Routes of the LangGraph Agent Server that tether serve does not offer yet.
+
+Each answers ``501`` naming the SDK call, instead of a bare 404 or 405, so a
+client learns at once that the server is reachable and the feature is missing.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Callable
+
+from fastapi import APIRouter, Request
+from fastapi.responses import JSONResponse
+
+__all__ = ["router"]
+
+router = APIRouter()
+
+# (method, path, the SDK call that uses it)
+MISSING: tuple[tuple[str, str, str], ...] = (
+    ("PATCH", "/assistants/{assistant_id}", "assistants.update"),
+    ("DELETE", "/assistants/{assistant_id}", "assistants.delete"),
+    ("POST", "/assistants/{assistant_id}/versions", "assistants.get_versions"),
+    ("POST", "/assistants/{assistant_id}/latest", "assistants.set_latest"),
+    ("GET", "/assistants/{assistant_id}/subgraphs", "assistants.get_subgraphs"),
+    ("PATCH", "/threads/{thread_id}", "threads.update"),
+    ("POST", "/threads/{thread_id}/state", "threads.update_state"),
+    ("POST", "/threads/{thread_id}/copy", "threads.copy"),
+    ("POST", "/threads/prune", "threads.prune"),
+    ("GET", "/threads/{thread_id}/stream", "threads.join_stream"),
+    ("DELETE", "/threads/{thread_id}/runs/{run_id}", "runs.delete"),
+    ("POST", "/runs/batch", "runs.create_batch"),
+    ("POST", "/threads/{thread_id}/runs/crons", "crons.create_for_thread"),
+    ("POST", "/runs/crons", "crons.create"),
+    ("POST", "/runs/crons/search", "crons.search"),
+    ("POST", "/runs/crons/count", "crons.count"),
+    ("DELETE", "/runs/crons/{cron_id}", "crons.delete"),
+    ("PATCH", "/runs/crons/{cron_id}", "crons.update"),
+    ("PUT", "/store/items", "store.put_item"),
+    ("GET", "/store/items", "store.get_item"),
+    ("DELETE", "/store/items", "store.delete_item"),
+    ("POST", "/store/items/search", "store.search_items"),
+    ("POST", "/store/namespaces", "store.list_namespaces"),
+)
+
+
+def _answer(call: str) -> Callable[[Request], Awaitable[JSONResponse]]:
+    async def not_yet(request: Request) -> JSONResponse:
+        return JSONResponse(
+            {
+                "detail": f"{call} ({request.method} {request.url.path}) is not supported by "
+                "tether serve yet"
+            },
+            status_code=501,
+        )
+
+    return not_yet
+
+
+for _method, _path, _call in MISSING:
+    router.add_api_route(_path, _answer(_call), methods=[_method], include_in_schema=False)
