@@ -91,6 +91,20 @@ def _pause_graph() -> Any:
 pause = _pause_graph()
 
 
+def _ask_once_graph() -> Any:
+    """Interrupts at once (a question for a person); one more node after the answer."""
+    graph = StateGraph(Trace)
+    graph.add_node("ask", _ask)
+    graph.add_node("after", _step("after"))
+    graph.add_edge(START, "ask")
+    graph.add_edge("ask", "after")
+    graph.add_edge("after", END)
+    return graph.compile()
+
+
+ask_once = _ask_once_graph()
+
+
 async def _tick(state: Trace) -> dict[str, Any]:
     await asyncio.sleep(0.1)
     return {"n": state.get("n", 0) + 1, "trace": [f"tick{state.get('n', 0)}"]}
