@@ -2,11 +2,11 @@
 
 A run that stops at an interrupt ends its task and hands its lease back, so a
 worker's threads and memory after 1,000 suspended runs are those it had after
-one. The worker is first warmed up at full concurrency: before that, its
-connection pools and the event loop's thread pool (PostgreSQL connections are
-opened through it) grow to their working size, from 2 threads to 7 on
-PostgreSQL, whatever the runs are. Measured from ``/proc/PID/status`` of a real
-``tether worker`` process; the bounds are on memory and threads, never on time.
+one. The worker is first warmed up at full concurrency: until then its
+connection pools and the threads it starts on demand are still growing to
+their working size (from 2 threads to 7 on PostgreSQL), whatever the runs are.
+Measured from ``/proc/PID/status`` of a real ``tether worker`` process; the
+bounds are on memory and threads, never on time.
 """
 
 from __future__ import annotations
@@ -55,7 +55,7 @@ async def test_a_thousand_suspended_runs_hold_no_thread_and_little_memory_then_a
 ) -> None:
     workers.start(1, concurrency=CONCURRENCY)
     # Warm the worker up at full concurrency first: its connection pools and the
-    # event loop's thread pool grow to their working size once, whatever the runs.
+    # threads it starts on demand grow to their working size once, whatever the runs.
     warm = [
         (await runtime.create("three_node", thread_id=f"warm-{i}", input={"trace": []})).run_id
         for i in range(2 * CONCURRENCY)
