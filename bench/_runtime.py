@@ -28,7 +28,7 @@ from typing import Any
 
 from _servers import bench_postgres
 
-from tether.runtime import Runtime
+from tether.runtime import Run, Runtime
 
 HERE = Path(__file__).resolve().parent
 PROJECT = HERE / "runtime_project" / "langgraph.json"
@@ -59,8 +59,14 @@ def postgres_databases(count: int = 1) -> Iterator[list[str]]:
 
 @contextlib.asynccontextmanager
 async def open_runtime(url: str) -> AsyncIterator[Runtime]:
-    """A :class:`Runtime` on ``url`` with the bench project's assistants registered."""
+    """A :class:`Runtime` on ``url`` with the bench project's assistants registered.
+
+    It also creates the checkpoint tables: workers started together on a fresh
+    database would otherwise each run LangGraph's ``setup()`` at once, and all
+    but one can fail on its migrations table (a unique violation).
+    """
     async with Runtime(url, graphs=GRAPHS) as runtime:
+        await runtime.checkpointer()
         yield runtime
 
 
@@ -174,12 +180,15 @@ async def batched(
     return results
 
 
-async def wait_all(runtime: Runtime, run_ids: Iterable[str], status: str) -> None:
-    """Wait until every run has stopped; fail unless each is ``status``."""
+async def wait_all(runtime: Runtime, run_ids: Iterable[str], status: str) -> list[Run]:
+    """Every run once it has stopped; fails unless each is ``status``."""
+    runs = []
     for run_id in run_ids:
         run = await runtime.wait(run_id, timeout=300)
         if run.status != status:
             raise RuntimeError(f"run {run_id} is {run.status}, not {status}: {run.error}")
+        runs.append(run)
+    return runs
 
 
 # -- figures -------------------------------------------------------------------------------
