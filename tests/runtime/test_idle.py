@@ -2,9 +2,10 @@
 
 A run that stops at an interrupt ends its task and hands its lease back, so a
 worker's threads and memory after 1,000 suspended runs are those it had after
-one. The worker is first warmed up at full concurrency: until then its
-connection pools and the threads it starts on demand are still growing to
-their working size (from 2 threads to 7 on PostgreSQL), whatever the runs are.
+one. The worker is first warmed up with the same load: until then its
+connection pools and the event loop's thread pool (LangGraph's checkpointers
+serialize every checkpoint on it) are still growing to their working size,
+from 2 threads to 7 on PostgreSQL, whatever the runs are.
 Measured from ``/proc/PID/status`` of a real ``tether worker`` process; the
 bounds are on memory and threads, never on time.
 """
@@ -22,6 +23,7 @@ from tether.runtime.api import Runtime
 from tether.runtime.models import RunStatus
 
 RUNS = 1000
+WARM_UP = 100
 BATCH = 50
 CONCURRENCY = 16
 # How much the worker's resident memory may grow between 1 and 1,000 suspended
@@ -54,14 +56,19 @@ async def test_a_thousand_suspended_runs_hold_no_thread_and_little_memory_then_a
     runtime: Runtime, workers: Workers
 ) -> None:
     workers.start(1, concurrency=CONCURRENCY)
-    # Warm the worker up at full concurrency first: its connection pools and the
-    # threads it starts on demand grow to their working size once, whatever the runs.
-    warm = [
-        (await runtime.create("three_node", thread_id=f"warm-{i}", input={"trace": []})).run_id
-        for i in range(2 * CONCURRENCY)
-    ]
-    for run_id in warm:
-        assert (await runtime.wait(run_id, timeout=60)).status == "success"
+    # Warm the worker up with the same load first (runs created in batches, suspended,
+    # resumed): its connection pools and the event loop's thread pool grow to their
+    # working size once, whatever the runs.
+    warm: list[str] = []
+
+    async def create_warm(i: int) -> None:
+        run = await runtime.create("ask_once", thread_id=f"warm-{i}", input={"n": i})
+        warm.append(run.run_id)
+
+    await _batched(range(WARM_UP), create_warm)
+    await _until_count(runtime, "interrupted", WARM_UP, within=120)
+    await _batched(warm, lambda run_id: runtime.resume(run_id, {"resume": "yes"}))
+    await _until_count(runtime, "success", WARM_UP, within=120)
     first = await runtime.create("ask_once", thread_id="idle-0", input={"n": 0})
     assert (await runtime.wait(first.run_id, timeout=60)).status == "interrupted"
     rss_one, threads_one = workers.rss_kb(0), workers.threads(0)
@@ -84,6 +91,6 @@ async def test_a_thousand_suspended_runs_hold_no_thread_and_little_memory_then_a
     )
 
     await _batched(runs, lambda run_id: runtime.resume(run_id, {"resume": "yes"}))
-    await _until_count(runtime, "success", RUNS, within=120)
+    await _until_count(runtime, "success", WARM_UP + RUNS, within=120)
     assert await runtime.list(status="interrupted", limit=10) == []
     assert workers.procs[0].poll() is None, workers.log(0)
