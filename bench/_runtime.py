@@ -32,7 +32,7 @@ from tether.runtime import Run, Runtime
 
 HERE = Path(__file__).resolve().parent
 PROJECT = HERE / "runtime_project" / "langgraph.json"
-GRAPHS = ("three_node", "ask", "pay_then_wait")
+GRAPHS = ("three_node", "ask", "hold", "pay_then_wait")
 
 
 # -- databases -----------------------------------------------------------------------------

@@ -1,14 +1,20 @@
-"""What suspended runs cost a worker: RSS and threads with none, 1 and 1,000 suspended.
+"""What suspended runs cost a worker: RSS and threads with none, 1, N/2 and N suspended.
 
 One ``tether worker`` process (concurrency ``--concurrency``) on PostgreSQL.
-It is first warmed up at full concurrency with runs of ``ask`` (they interrupt
-at once), suspended then resumed to the end: its connection pools and the
-threads it starts on demand grow to their working size then, whatever the runs.
-Then new ``ask`` runs are created and left suspended.
+It is warmed up first, so that what follows measures suspended runs and not
+the worker reaching its working size:
+
+* its thread pool is filled: the event loop's default pool starts threads on
+  demand, up to ``min(32, CPUs + 4)``, and keeps them (LangGraph runs sync
+  nodes there, and its ``AsyncPostgresSaver`` serializes every checkpoint
+  there). Runs of ``hold`` block a pool thread each until released; once as
+  many block as the cap (or the concurrency), the pool is full;
+* 100 runs of ``ask`` (it interrupts at once) are suspended then resumed.
+
+Then new ``ask`` runs are created (50 at a time) and left suspended.
 ``VmRSS`` and ``Threads`` are read from ``/proc/PID/status`` at each point; a
-suspended run holds no task, lease or connection in the worker, so the figures
-should stay flat. The cold figure (the worker before its first run) is shown
-for scale.
+suspended run holds no task, lease or connection in the worker. The cold
+figure (the worker before its first run) is shown for scale.
 
 Usage: ``python bench/runtime_idle.py [--runs 1000] [--quick]``.
 """
@@ -17,12 +23,23 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import os
 import tempfile
 from pathlib import Path
 
-from _runtime import batched, machine, open_runtime, postgres_databases, wait_all, worker_pool
+from _runtime import (
+    Workers,
+    batched,
+    machine,
+    open_runtime,
+    postgres_databases,
+    wait_all,
+    worker_pool,
+)
 
 from tether.runtime import Runtime
+
+WARM_UP = 100
 
 
 async def _suspend(runtime: Runtime, prefix: str, numbers: range) -> list[str]:
@@ -37,6 +54,22 @@ async def _suspend(runtime: Runtime, prefix: str, numbers: range) -> list[str]:
     return run_ids
 
 
+async def _fill_thread_pool(runtime: Runtime, pool: Workers, concurrency: int) -> None:
+    """Hold as many pool threads at once as the worker's pool can have, then release."""
+    held = [
+        (await runtime.create("hold", thread_id=f"hold-{i}", input={"trace": []})).run_id
+        for i in range(concurrency)
+    ]
+    want = min(32, (os.cpu_count() or 1) + 4, concurrency)  # the worker is on this machine
+    holding = pool.workdir / "holding"
+    while True:  # until ``want`` runs block a pool thread each
+        if holding.exists() and len(holding.read_text().splitlines()) >= want:
+            break
+        await asyncio.sleep(0.05)
+    (pool.workdir / "release").touch()
+    await wait_all(runtime, held, "success")
+
+
 async def measure(runs: int, concurrency: int, workdir: Path) -> dict[str, dict[str, int]]:
     points: dict[str, dict[str, int]] = {}
     with postgres_databases(1) as (url,):
@@ -45,8 +78,8 @@ async def measure(runs: int, concurrency: int, workdir: Path) -> dict[str, dict[
                 pool.start(1, concurrency=concurrency)
                 await asyncio.sleep(1)
                 points["cold (no run yet)"] = pool.status(0)
-
-                warm = await _suspend(runtime, "warm", range(4 * concurrency))
+                await _fill_thread_pool(runtime, pool, concurrency)
+                warm = await _suspend(runtime, "warm", range(WARM_UP))
 
                 async def resume(run_id: str) -> str:
                     return (await runtime.resume(run_id, {"resume": "yes"})).run_id
@@ -55,7 +88,9 @@ async def measure(runs: int, concurrency: int, workdir: Path) -> dict[str, dict[
                 points["none suspended"] = pool.status(0)
                 await _suspend(runtime, "idle", range(1))
                 points["1 suspended"] = pool.status(0)
-                await _suspend(runtime, "idle", range(1, runs))
+                await _suspend(runtime, "idle", range(1, runs // 2))
+                points[f"{runs // 2} suspended"] = pool.status(0)
+                await _suspend(runtime, "idle", range(runs // 2, runs))
                 points[f"{runs} suspended"] = pool.status(0)
     return points
 
@@ -73,17 +108,22 @@ def main() -> None:
     print(f"{'':<22}{'RSS':>12}{'threads':>9}")
     for label, status in points.items():
         print(f"{label:<22}{status['VmRSS'] / 1024:>9.1f} MB{status['Threads']:>9}")
-    base, one, full = (
+    base, one, half, full = (
         points["none suspended"],
         points["1 suspended"],
+        points[f"{runs // 2} suspended"],
         points[f"{runs} suspended"],
     )
     print(
         f"{runs} suspended vs none: RSS {full['VmRSS'] / base['VmRSS']:.3f}x "
         f"(+{(full['VmRSS'] - base['VmRSS']) / 1024:.1f} MB, goal <= 1.05x), "
-        f"threads {full['Threads']} vs {base['Threads']}; "
-        f"vs 1 suspended: RSS {full['VmRSS'] / one['VmRSS']:.3f}x, "
-        f"{(full['VmRSS'] - one['VmRSS']) / max(runs - 1, 1):.1f} kB per further run"
+        f"threads {full['Threads']} vs {base['Threads']}"
+    )
+    first = (half["VmRSS"] - one["VmRSS"]) / max(runs // 2 - 1, 1)
+    second = (full["VmRSS"] - half["VmRSS"]) / max(runs - runs // 2, 1)
+    print(
+        f"RSS per further suspended run: {first:.1f} kB (1 to {runs // 2}), "
+        f"{second:.1f} kB ({runs // 2} to {runs})"
     )
 
 

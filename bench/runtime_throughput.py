@@ -111,7 +111,14 @@ def main() -> None:
             f"{workers:<9}{workers * args.concurrency:>12}{ours:>10.1f} r/s"
             f"{theirs:>10.1f} r/s{ours / theirs:>7.2f}x"
         )
-    print("ratio = tether / in-process LangGraph, best runs (goal >= 0.5)")
+    print("ratio = tether / in-process LangGraph, best runs (goal >= 0.5); every run, r/s:")
+    for workers, pair in rates.items():
+        print(
+            f"  {workers} workers: tether "
+            + ", ".join(f"{r:.1f}" for r in pair["tether"])
+            + "; LangGraph "
+            + ", ".join(f"{r:.1f}" for r in pair["langgraph"])
+        )
 
 
 if __name__ == "__main__":

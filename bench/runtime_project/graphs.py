@@ -79,6 +79,27 @@ def workdir() -> Path:
     return path
 
 
+def _hold(state: Trace) -> dict[str, Any]:
+    """A sync node (LangGraph runs it on the event loop's thread pool) that blocks
+    until ``release`` exists; it adds a line to ``holding`` once it blocks."""
+    with (workdir() / "holding").open("a") as holding:
+        holding.write(f"{os.getpid()}\n")
+    while not (workdir() / "release").exists():
+        time.sleep(0.02)
+    return {"trace": ["held"]}
+
+
+def _build_hold() -> Any:
+    graph = StateGraph(Trace)
+    graph.add_node("hold", _hold)
+    graph.add_edge(START, "hold")
+    graph.add_edge("hold", END)
+    return graph.compile()
+
+
+hold = _build_hold()
+
+
 def effects_db() -> sqlite3.Connection:
     """The outside world, a payment provider that honours idempotency keys.
 
