@@ -129,7 +129,7 @@ def main() -> None:
     print(
         f"duplicate payments: {duplicates} in {len(results)} runs (goal 0); "
         f"charges sent again with the same idempotency key: {resent} "
-        "(the kill came before the charge was recorded)"
+        "(only when the kill came before the charge was recorded)"
     )
 
 
