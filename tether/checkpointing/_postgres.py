@@ -1,11 +1,17 @@
 """PostgreSQL checkpointer: LangGraph's AsyncPostgresSaver, pooled, plus the capabilities
-it lacks (``delete_for_runs`` and ``copy_thread``)."""
+it lacks (``delete_for_runs`` and ``copy_thread``).
+
+Under a worker's guard whose run store shares this database, every write
+transaction starts with ``SELECT tether_assert_fence(run_id, token)``
+(:mod:`tether.checkpointing._fencing`): a worker that lost its run commits
+nothing for it, and gets ``LeaseLostError``.
+"""
 
 from __future__ import annotations
 
 import math
 from collections.abc import AsyncIterator, Sequence
-from contextlib import asynccontextmanager
+from contextlib import AbstractAsyncContextManager, asynccontextmanager
 from typing import Any
 
 from langchain_core.runnables import RunnableConfig
@@ -18,14 +24,16 @@ from tether.checkpointing._cascade import (
     delete_records_of_runs,
     delete_records_of_threads,
 )
+from tether.checkpointing._fencing import assert_fence, fence_errors, transaction_fence
 from tether.checkpointing._prune import check_prune_args
 from tether.checkpointing._url import CheckpointerURL, redact
 from tether.errors import BackendUnavailableError, ConfigurationError, MissingDependencyError
 
 try:
     import psycopg
+    from langgraph.checkpoint.postgres import _ainternal
     from langgraph.checkpoint.postgres.aio import AsyncPostgresSaver
-    from psycopg.rows import dict_row
+    from psycopg.rows import DictRow, dict_row
     from psycopg_pool import AsyncConnectionPool
 except ImportError as exc:
     raise MissingDependencyError("the PostgreSQL checkpointer", "postgres") from exc
@@ -72,8 +80,37 @@ class PostgresSaver(SyncBridge, AsyncPostgresSaver):
 
     Works from async code directly and from sync code through
     :func:`tether.open_checkpointer_sync`. A listing may be abandoned at any
-    point, from sync or async code.
+    point, from sync or async code. Writes made for a run check its fence in
+    their own transaction (see the module's docstring).
     """
+
+    @asynccontextmanager
+    async def _cursor(
+        self, *, pipeline: bool = False
+    ) -> AsyncIterator[psycopg.AsyncCursor[DictRow]]:
+        """Upstream's cursor; a write cursor (``pipeline=True``) checks the run's fence first.
+
+        Upstream asks for ``pipeline=True`` exactly for its writes (``aput``,
+        ``aput_writes``, ``adelete_thread``). Under a same-database guard the
+        cursor opens an explicit transaction whose first statement is
+        ``tether_assert_fence``, queued in the same pipeline; the transaction
+        makes the boundary independent of where psycopg places its ``Sync``.
+        """
+        if not pipeline or self.pipe is not None or transaction_fence() is None:
+            async with super()._cursor(pipeline=pipeline) as cur:
+                yield cur
+            return
+        async with self.lock, _ainternal.get_connection(self.conn) as conn, fence_errors():
+            pipe: AbstractAsyncContextManager[Any] = (
+                conn.pipeline() if self.supports_pipeline else _nothing()
+            )
+            async with (
+                pipe,
+                conn.transaction(),
+                conn.cursor(binary=True, row_factory=dict_row) as cur,
+            ):
+                await assert_fence(cur)
+                yield cur
 
     async def alist(
         self,
@@ -100,7 +137,8 @@ class PostgresSaver(SyncBridge, AsyncPostgresSaver):
         ids = check_run_ids(run_ids)
         if not ids:
             return
-        async with self._cursor() as cur, cur.connection.transaction():
+        async with fence_errors(), self._cursor() as cur, cur.connection.transaction():
+            await assert_fence(cur)
             await cur.execute(
                 "DELETE FROM checkpoints WHERE metadata ->> 'run_id' = ANY(%s) RETURNING thread_id",
                 (ids,),
@@ -133,6 +171,11 @@ class PostgresSaver(SyncBridge, AsyncPostgresSaver):
     # Upstream's sync list steps alist from the caller's thread; see _bridged_list.
     # Assigned last: the name would shadow the builtin in the annotations above.
     list = SyncBridge._bridged_list
+
+
+@asynccontextmanager
+async def _nothing() -> AsyncIterator[None]:
+    yield
 
 
 def _pool_options(options: dict[str, Any]) -> tuple[int, int, float]:
