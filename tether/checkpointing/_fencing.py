@@ -165,6 +165,7 @@ def hold_sqlite_fence(db: sqlite3.Connection, fence: Fence) -> None:
         "INSERT OR REPLACE INTO temp.tether_held (thread_id, run_id, fence) VALUES (?, ?, ?)",
         (fence.thread_id, fence.run_id, fence.token),
     )
+    _end_transaction(db)
 
 
 def drop_sqlite_fence(db: sqlite3.Connection, fence: Fence) -> None:
@@ -174,6 +175,17 @@ def drop_sqlite_fence(db: sqlite3.Connection, fence: Fence) -> None:
         "DELETE FROM temp.tether_held WHERE thread_id = ? AND run_id = ? AND fence = ?",
         (fence.thread_id, fence.run_id, fence.token),
     )
+    _end_transaction(db)
+
+
+def _end_transaction(db: sqlite3.Connection) -> None:
+    """Commit the transaction Python's sqlite3 opened for a DML statement.
+
+    Left open, it would pin the connection's read snapshot: the saver's later
+    reads would not see other processes' commits.
+    """
+    if db.in_transaction:
+        db.commit()
 
 
 async def hold_fence(saver: BaseCheckpointSaver[Any], fence: Fence) -> None:

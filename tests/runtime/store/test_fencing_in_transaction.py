@@ -161,3 +161,20 @@ async def test_the_current_holder_writes_and_a_finished_run_refuses_it(
         # Outside a run nothing is fenced: the API and tools write as before.
         await _put(saver)
         assert len((await _stored(saver))[0]) == 2
+
+
+async def test_holding_a_fence_leaves_the_saver_reading_fresh_data(
+    store: RunStore, store_url: str
+) -> None:
+    await create(store, THREAD)
+    claim = await claim_one(store, "w1")
+    async with (
+        open_checkpointer(store_url, encryption=False) as saver,
+        open_checkpointer(store_url, encryption=False) as other,
+    ):
+        async with _held(saver, claim):
+            assert await saver.aget_tuple(_config()) is None
+            written = await _put(other)  # another process writes the thread
+            item = await saver.aget_tuple(_config())
+            assert item is not None
+            assert item.checkpoint["id"] == written
