@@ -171,10 +171,10 @@ async def test_holding_a_fence_leaves_the_saver_reading_fresh_data(
     async with (
         open_checkpointer(store_url, encryption=False) as saver,
         open_checkpointer(store_url, encryption=False) as other,
+        _held(saver, claim),
     ):
-        async with _held(saver, claim):
-            assert await saver.aget_tuple(_config()) is None
-            written = await _put(other)  # another process writes the thread
-            item = await saver.aget_tuple(_config())
-            assert item is not None
-            assert item.checkpoint["id"] == written
+        assert await saver.aget_tuple(_config()) is None
+        written = await _put(other)  # another process writes the thread
+        item = await saver.aget_tuple(_config())
+        assert item is not None
+        assert item.checkpoint["id"] == written
