@@ -9,6 +9,7 @@ nothing for it, and gets ``LeaseLostError``.
 
 from __future__ import annotations
 
+import asyncio
 import math
 from collections.abc import AsyncIterator, Sequence
 from contextlib import AbstractAsyncContextManager, asynccontextmanager
@@ -46,6 +47,17 @@ __all__ = [
 ]
 
 _OPTIONS = {"min_size", "max_size", "connect_timeout"}
+_SETUP_ATTEMPTS = 20
+# Serialises open_postgres' setup across processes (see _set_up_alone).
+_SETUP_LOCK = 0x7E7E_5702
+# What a concurrent run of the same migration raises (two CREATE INDEX
+# CONCURRENTLY on one table wait for each other; the server aborts one).
+_SETUP_RACES = (
+    psycopg.errors.DeadlockDetected,
+    psycopg.errors.UniqueViolation,
+    psycopg.errors.DuplicateTable,
+    psycopg.errors.DuplicateObject,
+)
 
 # Blobs no remaining checkpoint of the thread refers to.
 _DELETE_ORPHAN_BLOBS = """
@@ -111,6 +123,27 @@ class PostgresSaver(SyncBridge, AsyncPostgresSaver):
             ):
                 await assert_fence(cur)
                 yield cur
+
+    async def setup(self) -> None:
+        """Upstream's migrations, run again when another process ran one at the same moment.
+
+        Upstream records each migration with a plain ``INSERT`` and cannot
+        take a lock around them (some create indexes ``CONCURRENTLY``, which
+        no transaction may enclose), so two processes starting together (two
+        workers) could both run a migration and the second failed with a
+        duplicate key or a deadlock. :func:`open_postgres` serialises its
+        setups with an advisory lock; for a saver set up another way, every
+        migration is idempotent (``IF NOT EXISTS``), so the loser runs
+        ``setup`` again from the version now recorded.
+        """
+        for attempt in range(_SETUP_ATTEMPTS):
+            try:
+                await super().setup()
+                return
+            except _SETUP_RACES:
+                if attempt == _SETUP_ATTEMPTS - 1:
+                    raise
+                await asyncio.sleep(0.05 * (attempt + 1))
 
     async def alist(
         self,
@@ -220,9 +253,8 @@ async def open_postgres(url: CheckpointerURL, **options: Any) -> AsyncIterator[P
         # One direct connection first: it fails fast with the server's own reason,
         # where a pool would only time out.
         probe = await psycopg.AsyncConnection.connect(
-            conninfo, connect_timeout=max(1, math.ceil(timeout))
+            conninfo, connect_timeout=max(1, math.ceil(timeout)), autocommit=True
         )
-        await probe.close()
     except psycopg.OperationalError as exc:
         raise BackendUnavailableError(
             f"cannot reach PostgreSQL at {url.where} ({redact(url.url)}): "
@@ -236,10 +268,34 @@ async def open_postgres(url: CheckpointerURL, **options: Any) -> AsyncIterator[P
         kwargs={"autocommit": True, "prepare_threshold": 0, "row_factory": dict_row},
         configure=abort_idle_transactions,
     )
-    await pool.open(wait=True, timeout=timeout)
     try:
+        await pool.open(wait=True, timeout=timeout)
         saver = PostgresSaver(pool)
-        await saver.setup()
+        await _set_up_alone(saver, probe)
+    except BaseException:
+        await pool.close()
+        raise
+    finally:
+        await probe.close()
+    try:
         yield saver
     finally:
         await pool.close()
+
+
+async def _set_up_alone(saver: PostgresSaver, conn: psycopg.AsyncConnection[Any]) -> None:
+    """``saver.setup()`` while no other tether process sets up this database.
+
+    The lock is a session advisory lock on ``conn`` (not one of the pool's
+    connections, so a pool of one still works), taken with ``pg_try_`` and
+    polled: a session *waiting* for the lock would hold a snapshot, and the
+    migrations' ``CREATE INDEX CONCURRENTLY`` waits for every older snapshot.
+    Closing ``conn`` releases it.
+    """
+    while True:
+        cur = await conn.execute("SELECT pg_try_advisory_lock(%s)", (_SETUP_LOCK,))
+        row = await cur.fetchone()
+        if row is not None and row[0]:
+            break
+        await asyncio.sleep(0.05)
+    await saver.setup()
