@@ -3,9 +3,10 @@
 LangGraph runs a sync node on the event loop's default thread pool (at most
 ``min(32, CPUs + 4)`` threads). A durable tool called there hands its work to
 the worker's loop and waits for it. On PostgreSQL the runs then never finish
-(SQLite is fine): the likely cause is that the work they wait on needs a pool
-thread too, since LangGraph's ``AsyncPostgresSaver`` serializes checkpoints and
-writes there (``asyncio.to_thread``), and every pool thread is waiting.
+(SQLite was fine) until tether's PostgreSQL saver stopped waiting for a pool
+thread while holding its lock: upstream ``AsyncPostgresSaver`` serialized
+checkpoints there (``asyncio.to_thread``) inside the lock every other saver call
+and every durable tool's wait queued behind.
 """
 
 from __future__ import annotations
@@ -20,17 +21,8 @@ from tether.runtime.api import Runtime
 
 @pytest.mark.slow
 async def test_more_runs_in_sync_durable_tools_than_pool_threads_all_finish(
-    runtime: Runtime, workers: Workers, runtime_url: str, request: pytest.FixtureRequest
+    runtime: Runtime, workers: Workers
 ) -> None:
-    if runtime_url.startswith("postgres"):
-        request.applymarker(
-            pytest.mark.xfail(
-                reason="known defect: on PostgreSQL a worker deadlocks once as many runs as "
-                "the event loop's thread pool has threads call a sync durable tool at once "
-                "(6 on 2 CPUs, below the default --concurrency of 10)",
-                strict=False,
-            )
-        )
     # The worker runs on this machine: its pool's cap is the one computed here.
     runs = min(32, (os.cpu_count() or 1) + 4) + 2
     (workers.workdir / "release").touch()  # slow_effect's charge does not wait
