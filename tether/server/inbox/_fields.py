@@ -1,9 +1,12 @@
 """The edit form: one field per argument, and the submitted fields back into arguments.
 
-Each argument gets a text field named ``arg:<name>``. A string argument (by the
-request's JSON schema) is taken as typed; any other is read as JSON (``2500``,
-``true``, ``["a"]``), and without a schema, as JSON when it parses and as text
-otherwise (as ``tether approvals edit --set`` does). The arguments are then
+Each argument gets a text field named ``arg:<name>`` holding its value as JSON
+written by :func:`tether.approvals.escape_json`, so a control or bidi character
+in a value shows as a ``\\uXXXX`` escape in the field too, never raw. A field
+is read back as JSON (``2500``, ``"late parcel"``, ``["a"]``); a string
+argument (by the request's JSON schema) typed without quotes is taken as the
+text typed, and without a schema, text that is not JSON is taken as text (as
+``tether approvals edit --set`` does). The arguments are then
 validated against the request's argument schema by the decision itself, so a
 wrong type or a value out of range is refused with the schema's own message.
 """
@@ -14,7 +17,7 @@ import json
 from dataclasses import dataclass
 from typing import Any
 
-from tether.approvals import ApprovalRequest
+from tether.approvals import ApprovalRequest, escape_json
 
 __all__ = ["PREFIX", "ArgField", "arg_fields", "edited_args"]
 
@@ -52,12 +55,8 @@ def _names(request: ApprovalRequest) -> list[str]:
     return sorted({*request.args, *_kinds(request)})
 
 
-def _shown(value: Any, kind: str) -> str:
-    if value is None:
-        return ""
-    if kind == "string" and isinstance(value, str):
-        return value
-    return json.dumps(value, ensure_ascii=False, sort_keys=True)
+def _shown(name: str, request: ApprovalRequest) -> str:
+    return escape_json(request.args[name]) if name in request.args else ""
 
 
 def arg_fields(request: ApprovalRequest, submitted: dict[str, str] | None = None) -> list[ArgField]:
@@ -69,7 +68,7 @@ def arg_fields(request: ApprovalRequest, submitted: dict[str, str] | None = None
         if submitted is not None and PREFIX + name in submitted:
             value = submitted[PREFIX + name]
         else:
-            value = _shown(request.args.get(name), kind)
+            value = _shown(name, request)
         fields.append(ArgField(name, kind, value))
     return fields
 
@@ -87,14 +86,12 @@ def edited_args(request: ApprovalRequest, form: dict[str, str]) -> tuple[dict[st
         if raw is None or (raw == "" and name not in request.args):
             continue
         kind = kinds.get(name, "")
-        if kind == "string":
-            args[name] = raw
-            continue
         try:
-            args[name] = json.loads(raw)
+            value = json.loads(raw)
         except json.JSONDecodeError:
-            if kind:
+            if kind not in ("", "string"):
                 problems.append(f"{name}: {raw!r} is not a valid {kind} (write it as JSON)")
-            else:
-                args[name] = raw
+                continue
+            value = raw
+        args[name] = raw if kind == "string" and not isinstance(value, str) else value
     return args, problems
