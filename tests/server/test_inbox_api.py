@@ -343,3 +343,49 @@ async def test_forms_need_the_csrf_token(http: httpx.AsyncClient, client: LangGr
     )
     assert taken.status_code == 303
     assert (await approval_of(http, tid))["state"] == "approved"
+
+
+async def test_the_edit_form_reads_each_field(
+    http: httpx.AsyncClient, client: LangGraphClient
+) -> None:
+    tid, run_id = await waiting_refund(client, 4000, "first note")
+    req = await approval_of(http, tid)
+    page = await http.get(f"/inbox/a/{req['approval_id']}", headers=DANA)
+    token = re.search(r'name="csrf" value="([^"]+)"', page.text)
+    assert token is not None
+    assert 'name="arg:amount_cents" value="4000"' in page.text
+    assert 'name="arg:note" value="&quot;first note&quot;"' in page.text  # JSON, escaped
+    form = {
+        "csrf": token[1],
+        "decision": "edit",
+        "args_sha256": req["args_sha256"],
+        "arg:order_id": '"o-1"',
+        "arg:amount_cents": "lots",
+        "arg:note": "typed without quotes",
+    }
+    url = f"/inbox/a/{req['approval_id']}/decide"
+    refused = await http.post(url, data=form, headers=DANA)
+    assert refused.status_code == 422
+    assert "amount_cents: &#x27;lots&#x27; is not a valid integer" in refused.text
+    assert 'value="typed without quotes"' in refused.text  # what was typed is kept
+    assert (await approval_of(http, tid))["state"] == "pending"
+    taken = await http.post(url, data={**form, "arg:amount_cents": "3000"}, headers=DANA)
+    assert taken.status_code == 303, taken.text
+    values = await finished(client, tid, run_id)
+    assert values["refunded"] == 3000
+    decided = (await approval_of(http, tid))["decision"]
+    assert decided["args"] == {
+        "order_id": "o-1",
+        "amount_cents": 3000,
+        "note": "typed without quotes",
+    }
+
+
+async def test_without_no_auth_nobody_is_known(server: str) -> None:
+    async with httpx.AsyncClient(base_url=server, timeout=30) as http:
+        answer = await http.get("/approvals", headers=DANA)
+        assert answer.status_code == 401
+        assert "--no-auth" in answer.json()["detail"]
+        page = await http.get("/inbox", headers=DANA)
+        assert page.status_code == 401
+        assert "--no-auth" in page.text
