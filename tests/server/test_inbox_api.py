@@ -18,15 +18,24 @@ from langgraph_sdk.client import LangGraphClient
 
 from tests.server.conftest import _store_url
 from tests.server.inbox import DANA, approval_of, finished, inbox_server, waiting_refund
+from tether.runtime import Runtime
 
 SCRIPT = "<script>alert(1)</script>"
 
 
 @pytest.fixture(scope="module", params=["sqlite", "postgres"])
-def base(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
+def serving(
+    request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory
+) -> Iterator[tuple[str, str]]:
+    """``(base URL, run store URL)`` of a ``tether serve --no-auth`` shared by the module."""
     workdir: Path = tmp_path_factory.mktemp("inbox")
     with _store_url(request, request.param, workdir) as url, inbox_server(url, workdir) as server:
-        yield server.base
+        yield server.base, url
+
+
+@pytest.fixture
+def base(serving: tuple[str, str]) -> str:
+    return serving[0]
 
 
 @pytest.fixture
@@ -389,3 +398,29 @@ async def test_without_no_auth_nobody_is_known(server: str) -> None:
         page = await http.get("/inbox", headers=DANA)
         assert page.status_code == 401
         assert "--no-auth" in page.text
+
+
+async def test_an_orphaned_request_is_shown_apart_and_refused(
+    serving: tuple[str, str], http: httpx.AsyncClient, client: LangGraphClient
+) -> None:
+    tid, run_id = await waiting_refund(client, 999)
+    req = await approval_of(http, tid)
+    # The run row cancelled on its own, its request left behind (as by a process that
+    # died between the two): no run waits on the request any more.
+    async with Runtime(serving[1]) as rt:
+        await rt.store.cancel_run(run_id)
+    orphan = await approval_of(http, tid)
+    assert orphan["state"] == "orphaned"
+    assert orphan["run"] is None
+    shown = await http.get("/approvals", params={"show": "orphaned"}, headers=DANA)
+    assert tid in [a["thread_id"] for a in shown.json()["approvals"]]
+    queue = await http.get("/approvals", headers=DANA)
+    assert tid not in [a["thread_id"] for a in queue.json()["approvals"]]
+    page = await http.get("/inbox/expired", headers=DANA)
+    assert req["approval_id"] in page.text.split("<h2>Orphaned</h2>")[1]
+    answer = await _decide(
+        http, req["approval_id"], {"decision": "approve", "args_sha256": req["args_sha256"]}
+    )
+    assert answer.status_code == 409
+    assert "waits on it" in answer.json()["detail"]
+    assert (await approval_of(http, tid))["decision"] is None

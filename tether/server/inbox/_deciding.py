@@ -49,6 +49,14 @@ _STATUS: tuple[tuple[type[ApprovalError], int], ...] = (
 )
 
 
+# Said before deciding; the decision's own check (the run is paused at the request) stands.
+_NO_RUN = {
+    "orphaned": "no run waits on it any more (its run was cancelled or deleted), so deciding "
+    "it would resume nothing",
+    "starting": "its run is still executing; decide it once the run stops at it",
+}
+
+
 def status_of(error: ApprovalError) -> int:
     """The HTTP status answering an approval error."""
     for kind, status in _STATUS:
@@ -98,6 +106,8 @@ async def decide_for(
             nothing was stored.
     """
     found = await entry(runtime, user, approval_id)  # 404 outside the user's tenant
+    if found.state in _NO_RUN and found.view.decision is None:
+        raise ApprovalNotPendingError(f"approval {approval_id}: {_NO_RUN[found.state]}")
     rt = tenant_runtime(runtime, user)
     try:
         decider = Decider(user.identity, user.roles, source=user.source)
