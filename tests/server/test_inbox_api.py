@@ -424,3 +424,35 @@ async def test_an_orphaned_request_is_shown_apart_and_refused(
     assert answer.status_code == 409
     assert "waits on it" in answer.json()["detail"]
     assert (await approval_of(http, tid))["decision"] is None
+
+
+async def test_login_sets_a_session_behind_the_csrf_token(base: str) -> None:
+    async with httpx.AsyncClient(base_url=base, timeout=30) as browser:
+        assert (await browser.get("/inbox")).headers["location"] == "/inbox/login"
+        form = await browser.get("/inbox/login")
+        token = re.search(r'name="csrf" value="([^"]+)"', form.text)
+        assert token is not None
+        forged = await browser.post("/inbox/login", data={"user": "dana", "csrf": "x"})
+        assert forged.status_code == 403
+        reserved = await browser.post(
+            "/inbox/login", data={"user": "tether:expiry", "csrf": token[1]}
+        )
+        assert reserved.status_code == 422
+        assert "reserved" in reserved.text
+        logged = await browser.post(
+            "/inbox/login", data={"user": "dana", "roles": "support-lead", "csrf": token[1]}
+        )
+        assert logged.status_code == 303
+        assert "tether_session=" in logged.headers["set-cookie"]
+        assert "samesite=strict" in logged.headers["set-cookie"].lower()
+        queue = await browser.get("/inbox")
+        assert queue.status_code == 200
+        assert '<span id="who">dana (support-lead)</span>' in queue.text
+        fresh = re.search(r'name="csrf" value="([^"]+)"', queue.text)
+        assert fresh is not None
+        assert fresh[1] != token[1]  # a new token for the new session
+        mine = await browser.get("/approvals", params={"mine": "true"})
+        assert mine.status_code == 200  # the API knows the session's user too
+        out = await browser.post("/inbox/logout", data={"csrf": fresh[1]})
+        assert out.status_code == 303
+        assert (await browser.get("/inbox")).status_code == 303
