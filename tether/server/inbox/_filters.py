@@ -99,7 +99,6 @@ def parse_filters(query: Mapping[str, str]) -> Filters:
         "older_than",
         "mine",
         "sort",
-        "notice",
     }
     unknown = sorted(set(query) - known)
     if unknown:

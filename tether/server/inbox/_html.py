@@ -53,7 +53,6 @@ pre{margin:0;white-space:pre-wrap;word-break:break-all;font-size:13px}
 dl{display:grid;grid-template-columns:11em 1fr;gap:.3em 1em;background:#fff;padding:1em;
 border:1px solid #ddd} dt{font-weight:600} dd{margin:0}
 .error{background:#fde8e8;border:1px solid #c33;padding:.6em;margin:.6em 0}
-.notice{background:#e6f4ea;border:1px solid #3a7;padding:.6em;margin:.6em 0}
 .forms{display:grid;grid-template-columns:repeat(auto-fit,minmax(20em,1fr));gap:1em;margin-top:1em}
 .forms form{background:#fff;border:1px solid #ddd;padding:1em}
 label{display:block;margin:.4em 0} input[type=text],textarea{width:100%;box-sizing:border-box}
@@ -189,14 +188,12 @@ def queue_page(
     now: datetime,
     csrf: str,
     *,
-    notice: str | None = None,
     problem: str | None = None,
 ) -> str:
     """The queue: requests runs wait on, in the order the filters ask for."""
     order = "oldest first" if filters.sort == "age" else "soonest-expiring first, then oldest"
-    shown = f'<div class="notice" role="status">{esc(notice)}</div>' if notice else ""
     body = (
-        f"{shown}{_error(problem)}"
+        f"{_error(problem)}"
         f"<p>{len(items)} request(s) waiting on a person, {esc(order)}.</p>"
         f"{_filter_form(filters)}"
         f"{_table(items, now, 'Nothing is waiting on a person.')}"

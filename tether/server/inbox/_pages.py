@@ -81,8 +81,7 @@ async def queue(request: Request, app: ServedDep) -> Response:
         page = queue_page(user, [], Filters(), now, token, problem=exc.detail)
         return _html(request, page, exc.status, token)
     items = await entries(app.runtime, user, filters, now)
-    notice = request.query_params.get("notice")
-    return _html(request, queue_page(user, items, filters, now, token, notice=notice), 200, token)
+    return _html(request, queue_page(user, items, filters, now, token), 200, token)
 
 
 @router.get("/expired")
