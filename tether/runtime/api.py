@@ -21,7 +21,7 @@ import builtins
 import time
 from collections.abc import AsyncIterator, Collection, Iterable, Mapping, Sequence
 from contextlib import AsyncExitStack
-from datetime import UTC, datetime, timedelta
+from datetime import datetime, timedelta
 from typing import Any, Literal
 
 from langgraph.checkpoint.base import BaseCheckpointSaver
@@ -43,7 +43,8 @@ from tether.runtime.models import (
 )
 from tether.runtime.notify import Notifier
 from tether.runtime.store import open_run_store
-from tether.runtime.store.base import NewEvent, NewRun, RunStore
+from tether.runtime.store.base import Created, NewEvent, RunStore
+from tether.runtime.store.requests import run_request
 from tether.runtime.worker import checkpointer_options, notifier_for, register_graphs
 
 __all__ = ["Runtime"]
@@ -181,42 +182,37 @@ class Runtime:
         run_id: str | None = None,
     ) -> Run:
         """Enqueue a run of ``assistant_id`` (an assistant or graph id); it is ``pending``."""
-        kwargs: dict[str, Any] = {
-            "config": dict(config or {}),
-            "stream_mode": [stream_mode] if isinstance(stream_mode, str) else list(stream_mode),
-            "subgraphs": stream_subgraphs,
-        }
-        optional = {
-            "context": context,
-            "interrupt_before": interrupt_before,
-            "interrupt_after": interrupt_after,
-            "checkpoint_id": checkpoint_id,
-            "durability": durability,
-        }
-        kwargs.update({k: v for k, v in optional.items() if v is not None})
-        deadline_at = datetime.now(UTC) + deadline if isinstance(deadline, timedelta) else deadline
-        created = await self.store.create_run(
-            NewRun(
-                assistant_id=assistant_id,
-                thread_id=thread_id,
-                input=input,
-                command=command,
-                kwargs=kwargs,
-                metadata=dict(metadata or {}),
-                multitask_strategy=multitask_strategy,
-                if_not_exists=if_not_exists,
-                on_completion=on_completion,
-                after_seconds=after_seconds,
-                deadline_at=deadline_at,
-                step_timeout=step_timeout,
-                run_id=run_id,
-            ),
-            tenant=self.tenant,
+        request = run_request(
+            assistant_id,
+            thread_id=thread_id,
+            input=input,
+            command=command,
+            config=config,
+            context=context,
+            metadata=metadata,
+            multitask_strategy=multitask_strategy,
+            if_not_exists=if_not_exists,
+            on_completion=on_completion,
+            after_seconds=after_seconds,
+            deadline=deadline,
+            step_timeout=step_timeout,
+            stream_mode=stream_mode,
+            stream_subgraphs=stream_subgraphs,
+            interrupt_before=interrupt_before,
+            interrupt_after=interrupt_after,
+            checkpoint_id=checkpoint_id,
+            durability=durability,
+            run_id=run_id,
         )
+        created = await self.store.create_run(request, tenant=self.tenant)
+        await self._after_create(created)
+        return created.run
+
+    async def _after_create(self, created: Created) -> None:
+        """Delete the checkpoints of runs a multitask ``rollback`` cancelled."""
         for old in created.superseded:
             if old.status == "cancelled" and old.cancel_action == "rollback" and old.attempt:
                 await (await self.checkpointer()).adelete_for_runs([old.run_id])
-        return created.run
 
     async def get(self, run_id: str) -> Run:
         return await self.store.get_run(run_id, tenant=self.tenant)
