@@ -39,6 +39,13 @@ def register(subparsers: Any) -> None:
         help="seconds held runs get to reach a boundary on SIGTERM",
     )
     parser.add_argument("--worker-id", help="this worker's id (default host:pid:random)")
+    parser.add_argument(
+        "--no-scheduler",
+        dest="scheduler",
+        action="store_false",
+        help="do not campaign to lead the scheduler (approval expiry, deadlines, crons); "
+        "by default one worker per run store leads it",
+    )
     parser.set_defaults(handler=_worker)
 
 
@@ -57,6 +64,7 @@ def _worker(args: argparse.Namespace) -> int:
         lease=args.lease,
         shutdown_grace=args.shutdown_grace,
         worker_id=args.worker_id,
+        scheduler=args.scheduler,
     )
     asyncio.run(worker.run(handle_signals=True))
     return 0

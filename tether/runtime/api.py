@@ -28,6 +28,7 @@ from langgraph.checkpoint.base import BaseCheckpointSaver
 
 from tether.approvals import DecisionResult
 from tether.checkpointing import open_checkpointer
+from tether.runtime.crons import CronMethods
 from tether.runtime.errors import InvalidRunRequestError
 from tether.runtime.models import (
     ACTIVE,
@@ -50,7 +51,7 @@ from tether.runtime.worker import checkpointer_options, notifier_for, register_g
 __all__ = ["Runtime"]
 
 
-class Runtime:
+class Runtime(CronMethods):
     """The runs of one run store, as seen by one tenant.
 
     Args:
@@ -267,13 +268,14 @@ class Runtime:
             run = await self.wait(run_id)
         return run
 
-    async def _cancel_approvals(self, run: Run, reason: str) -> None:
+    async def _cancel_approvals(self, run: Run, reason: str, *, by: str = "tether:cancel") -> None:
+        """Cancel the approvals ``run`` waited on (event ``approval.cancelled`` each)."""
         ids = [w.approval_id for w in run.waiting_on if w.approval_id]
         if not ids:
             return
         from tether.approvals import cancel_pending
 
-        await cancel_pending(await self.checkpointer(), ids, by="tether:cancel", reason=reason)
+        await cancel_pending(await self.checkpointer(), ids, by=by, reason=reason)
         await self.store.add_events(
             run.run_id,
             [NewEvent("approval.cancelled", {"approval_id": i}) for i in ids],
