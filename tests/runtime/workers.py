@@ -36,6 +36,7 @@ class Workers:
         *,
         concurrency: int = 4,
         extra_env: dict[str, str] | None = None,
+        extra_args: tuple[str, ...] = (),
     ) -> list[int]:
         """Start ``n`` more workers; returns their indexes."""
         env = {**os.environ, "TETHER_TEST_WORKDIR": str(self.workdir), **(extra_env or {})}
@@ -62,6 +63,7 @@ class Workers:
                         f"w{index}",
                         "--shutdown-grace",
                         "10",
+                        *extra_args,
                     ],
                     stdout=out,
                     stderr=subprocess.STDOUT,

@@ -78,6 +78,11 @@ class PostgresLeadership:
         return True
 
     async def release(self) -> None:
+        if self._leading and self._conn is not None:
+            with contextlib.suppress(Exception):  # closing the session releases it anyway
+                await self._conn.execute(
+                    "SELECT pg_advisory_unlock(hashtextextended(%s, 0))", (LOCK_KEY,)
+                )
         await self._drop()
 
     async def _drop(self) -> None:
