@@ -134,12 +134,16 @@ class Scheduler:
         standby_logged = False
         try:
             while not self._stop.is_set():
-                leading = await self.campaign() if not self.leading else await self._still()
-                if leading:
-                    await self.tick()
-                elif not standby_logged:
-                    log.info("scheduler: standby (another process leads)")
-                    standby_logged = True
+                try:
+                    leading = await self.campaign() if not self.leading else await self._still()
+                    if leading:
+                        await self.tick()
+                    elif not standby_logged:
+                        log.info("scheduler: standby (another process leads)")
+                        standby_logged = True
+                except Exception:  # e.g. the lock file's folder is gone: try again later
+                    log.exception("scheduler: campaign failed")
+                    leading = False
                 wait = self.interval if leading else self.campaign_every
                 with contextlib.suppress(TimeoutError):
                     await asyncio.wait_for(self._stop.wait(), wait)
@@ -208,6 +212,10 @@ class Scheduler:
                 log.warning("scheduler: cron %s could not create its run: %s", cron.cron_id, exc)
                 report.errors.append(f"crons: cron {cron.cron_id}: {exc}")
                 await store.skip_cron_slot(cron, now)
+                continue
+            except Exception as exc:  # e.g. a deadlock with a thread's deletion: next tick
+                log.exception("scheduler: cron %s failed to fire", cron.cron_id)
+                report.errors.append(f"crons: cron {cron.cron_id}: {exc}")
                 continue
             if created is not None:
                 await self.runtime.scoped(cron.tenant_id)._after_create(created)

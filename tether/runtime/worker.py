@@ -292,14 +292,17 @@ class Worker:
         from tether.runtime.api import Runtime
         from tether.runtime.scheduler import Scheduler
 
-        async with Runtime(
-            self.url, checkpoints_url=self.checkpoints_url, **self.checkpointer_options
-        ) as runtime:
-            scheduler = Scheduler(runtime, worker_ttl=max(60.0, 10 * self.lease))
-            try:
-                await scheduler.run()
-            finally:
-                await scheduler.resign()
+        try:
+            async with Runtime(
+                self.url, checkpoints_url=self.checkpoints_url, **self.checkpointer_options
+            ) as runtime:
+                scheduler = Scheduler(runtime, worker_ttl=max(60.0, 10 * self.lease))
+                try:
+                    await scheduler.run()
+                finally:
+                    await scheduler.resign()
+        except Exception:  # the worker goes on running its runs
+            log.exception("worker %s: the scheduler stopped", self.worker_id)
 
     # -- heartbeats -----------------------------------------------------------------------
 
