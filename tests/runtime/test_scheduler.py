@@ -17,8 +17,8 @@ import pytest
 
 from tests.runtime.workers import Workers
 from tether.approvals import get_approval
-from tether.runtime import Runtime, Scheduler
-from tether.runtime.store import WorkerInfo
+from tether.runtime import FenceLostError, Runtime, Scheduler
+from tether.runtime.store import Outcome, WorkerInfo
 
 
 async def _waiting_on_approval(runtime: Runtime, thread_id: str, **options: Any) -> str:
@@ -82,6 +82,29 @@ async def test_a_pending_run_past_its_deadline_times_out(runtime: Runtime) -> No
     assert finished.data["status"] == "timeout"
     assert finished.data["reason"] == "deadline passed"
     assert (await runtime.wait(run.run_id, timeout=5)).status == "timeout"
+
+
+async def test_a_running_run_whose_worker_is_gone_times_out_at_its_deadline(
+    runtime: Runtime,
+) -> None:
+    run = await runtime.create(
+        "three_node", thread_id="t-orphan", input={"trace": []}, deadline=timedelta(minutes=5)
+    )
+    # A worker claims it and dies; no worker with this graph is left to take it over.
+    (claim,) = await runtime.store.claim("gone", graphs=["three_node"], limit=1, lease=1.0)
+    scheduler = Scheduler(runtime)
+    assert (await scheduler.tick(datetime.now(UTC) + timedelta(minutes=1))).timed_out == []
+    report = await scheduler.tick(datetime.now(UTC) + timedelta(minutes=6))
+    assert report.timed_out == [run.run_id]
+    done = await runtime.get(run.run_id)
+    assert (done.status, done.worker_id, done.lease_expires_at) == ("timeout", None, None)
+    thread = await runtime.get_thread("t-orphan")
+    assert thread.active_run_id is None
+    assert thread.status == "error"
+    # The dead worker, were it to wake up, writes nothing more.
+    with pytest.raises(FenceLostError):
+        await runtime.store.finish(claim.hold, Outcome("success", "idle"))
+    assert (await runtime.get(run.run_id)).status == "timeout"
 
 
 async def test_an_expired_approval_with_a_stop_policy_resumes_the_run_through_the_scheduler(

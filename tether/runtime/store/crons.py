@@ -179,8 +179,8 @@ class CronPlane(ControlPlane):
 
     @abstractmethod
     async def _expire_deadlines(self, now: datetime, limit: int) -> builtins.list[Run]:
-        """End pending and interrupted runs whose ``deadline_at`` is before ``now``
-        (:func:`deadline_outcome`, :func:`deadline_events`); the runs as they were."""
+        """End runs past ``deadline_at`` that no worker runs (see :meth:`expire_deadlines`,
+        :func:`deadline_outcome`, :func:`deadline_events`); the runs as they were."""
 
     @abstractmethod
     async def _remove_workers(self, before: datetime) -> int: ...
@@ -347,9 +347,11 @@ class CronPlane(ControlPlane):
         await self._fire_cron(cron, now, next_fire(cron.schedule, cron.timezone, now), None)
 
     async def expire_deadlines(self, now: datetime, *, limit: int = 100) -> builtins.list[Run]:
-        """End every pending or interrupted run whose deadline passed before ``now`` as
-        ``timeout`` (§3.8); returns them as they were (an interrupted one's
-        ``waiting_on`` names the approvals to cancel)."""
+        """End as ``timeout`` (§3.8) every run whose deadline passed before ``now`` and
+        that no worker is running: ``pending``, ``interrupted``, or ``running`` with
+        its lease expired and not taken over (e.g. no worker has its graph). Returns
+        them as they were (an interrupted one's ``waiting_on`` names the approvals
+        to cancel)."""
         return await self._expire_deadlines(now, limit)
 
     async def remove_stale_workers(self, before: datetime) -> int:

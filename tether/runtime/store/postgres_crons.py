@@ -40,13 +40,17 @@ SELECT next_run_at FROM tether_crons
 _TIMEOUT_RUN = """
 UPDATE tether_runs
    SET status = 'timeout', error = %(error)s, ended_reason = %(reason)s, ended_at = now(),
-       input = NULL, input_kind = 'none', updated_at = now(), last_seq = last_seq + %(n)s
- WHERE run_id = %(run)s AND status IN ('pending', 'interrupted') AND deadline_at < %(now)s
+       input = NULL, input_kind = 'none', updated_at = now(), last_seq = last_seq + %(n)s,
+       worker_id = NULL, lease_expires_at = NULL
+ WHERE run_id = %(run)s AND deadline_at < %(now)s
+   AND (status IN ('pending', 'interrupted')
+        OR (status = 'running' AND lease_expires_at < %(now)s))
 RETURNING last_seq"""
 _TIMEOUT_THREAD = """
 UPDATE tether_threads
    SET status = CASE WHEN busy THEN 'busy' ELSE 'error' END,
-       error = CASE WHEN busy THEN error ELSE %(error)s END, updated_at = now()
+       error = CASE WHEN busy THEN error ELSE %(error)s END, updated_at = now(),
+       active_run_id = NULLIF(active_run_id, %(run)s)
   FROM (SELECT EXISTS (SELECT 1 FROM tether_runs r WHERE r.thread_id = %(thread)s
                           AND r.status IN ('pending', 'running')) AS busy) AS q
  WHERE thread_id = %(thread)s"""
@@ -169,9 +173,11 @@ class PostgresCronHooks(PostgresWorkerPlane):
     async def _expire_deadlines(self, now: datetime, limit: int) -> builtins.list[Run]:
         async with self._conn() as conn:
             cur = await conn.execute(
-                """SELECT * FROM tether_runs WHERE deadline_at < %s
-                      AND status IN ('pending', 'interrupted') ORDER BY deadline_at LIMIT %s""",
-                (now, limit),
+                """SELECT * FROM tether_runs WHERE deadline_at < %(now)s
+                      AND (status IN ('pending', 'interrupted')
+                           OR (status = 'running' AND lease_expires_at < %(now)s))
+                    ORDER BY deadline_at LIMIT %(limit)s""",
+                {"now": now, "limit": limit},
             )
             candidates = [POSTGRES.run(r) for r in await cur.fetchall()]
         return [run for run in candidates if await self._expire_one(run, now)]
@@ -198,7 +204,9 @@ class PostgresCronHooks(PostgresWorkerPlane):
             if row is None:  # resumed, cancelled or continued meanwhile
                 return False
             await insert_events(cur, run.run_id, int(row["last_seq"]) - len(events), events)
-            await cur.execute(_TIMEOUT_THREAD, {"thread": run.thread_id, "error": error})
+            await cur.execute(
+                _TIMEOUT_THREAD, {"thread": run.thread_id, "error": error, "run": run.run_id}
+            )
             await cur.execute(
                 "SELECT pg_notify('tether_events', %s), pg_notify('tether_runs', %s)",
                 (run.run_id, run.graph_id),

@@ -35,13 +35,17 @@ SELECT * FROM tether_crons
 _TIMEOUT_RUN = """
 UPDATE tether_runs
    SET status = 'timeout', error = :error, ended_reason = :reason, ended_at = :at,
-       input = NULL, input_kind = 'none', updated_at = :at, last_seq = last_seq + :n
- WHERE run_id = :run AND status IN ('pending', 'interrupted') AND deadline_at < :now
+       input = NULL, input_kind = 'none', updated_at = :at, last_seq = last_seq + :n,
+       worker_id = NULL, lease_expires_at = NULL
+ WHERE run_id = :run AND deadline_at < :now
+   AND (status IN ('pending', 'interrupted')
+        OR (status = 'running' AND lease_expires_at < :now))
 RETURNING last_seq"""
 _TIMEOUT_THREAD = """
 UPDATE tether_threads
    SET status = CASE WHEN :busy THEN 'busy' ELSE 'error' END,
-       error = CASE WHEN :busy THEN error ELSE :error END, updated_at = :at
+       error = CASE WHEN :busy THEN error ELSE :error END, updated_at = :at,
+       active_run_id = NULLIF(active_run_id, :run)
  WHERE thread_id = :thread"""
 _BUSY = """
 SELECT EXISTS (SELECT 1 FROM tether_runs WHERE thread_id = ?
@@ -99,7 +103,10 @@ def _expire(db: DB, at: float, run: Run, now: float) -> bool:
         return False
     insert_events(db, run.run_id, int(row[0]) - len(events), events, at)
     busy = bool(db.execute(_BUSY, (run.thread_id,)).fetchone()[0])
-    db.execute(_TIMEOUT_THREAD, {"busy": busy, "error": error, "at": at, "thread": run.thread_id})
+    db.execute(
+        _TIMEOUT_THREAD,
+        {"busy": busy, "error": error, "at": at, "thread": run.thread_id, "run": run.run_id},
+    )
     return True
 
 
@@ -221,9 +228,11 @@ class SqliteCronHooks(SqliteWorkerPlane):
     async def _expire_deadlines(self, now: datetime, limit: int) -> builtins.list[Run]:
         rows = await self._run(
             lambda db: db.execute(
-                """SELECT * FROM tether_runs WHERE deadline_at < ?
-                      AND status IN ('pending', 'interrupted') ORDER BY deadline_at LIMIT ?""",
-                (now.timestamp(), limit),
+                """SELECT * FROM tether_runs WHERE deadline_at < :now
+                      AND (status IN ('pending', 'interrupted')
+                           OR (status = 'running' AND lease_expires_at < :now))
+                    ORDER BY deadline_at LIMIT :limit""",
+                {"now": now.timestamp(), "limit": limit},
             ).fetchall()
         )
         expired = []
