@@ -112,7 +112,7 @@ def _run_request(
 
 
 def deadline_outcome(run: Run) -> Outcome:
-    """How a pending or interrupted run past its deadline ends (as a worker's timeout does)."""
+    """How a run the scheduler times out ends (as a worker's own timeout does)."""
     deadline = run.deadline_at.isoformat() if run.deadline_at else "?"
     body = {
         "error": "TimeoutError",
@@ -122,6 +122,7 @@ def deadline_outcome(run: Run) -> Outcome:
 
 
 def deadline_events(run: Run, outcome: Outcome) -> list[NewEvent]:
+    """``timeout`` (``{"kind": "run", "while": status}``), then ``run.finished``."""
     data: dict[str, Any] = {"status": "timeout", "reason": DEADLINE_REASON}
     if outcome.error is not None:
         data["error"] = dict(outcome.error)
