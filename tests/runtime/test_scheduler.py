@@ -16,7 +16,7 @@ import psycopg
 import pytest
 
 from tests.runtime.workers import Workers
-from tether.approvals import get_approval
+from tether.approvals import ApprovalRequest, DecisionResult, decide, get_approval
 from tether.runtime import FenceLostError, Runtime, Scheduler
 from tether.runtime.store import Outcome, WorkerInfo
 
@@ -124,6 +124,47 @@ async def test_an_expired_approval_with_a_stop_policy_resumes_the_run_through_th
     assert decided[-1].data["decision"] == "expire"
     view = await get_approval(await runtime.checkpointer(), approval_id or "")
     assert view.status == "expired"
+
+
+class _DiesAfterStoring:
+    """A decider's resumer that dies after the decision is stored, before delivering it."""
+
+    async def is_pending(self, request: ApprovalRequest) -> bool:
+        return True
+
+    async def resume(self, request: ApprovalRequest, doc: dict[str, Any]) -> DecisionResult:
+        raise ConnectionError("the deciding process died")
+
+
+async def test_a_stored_decision_its_decider_never_delivered_resumes_the_run(
+    runtime: Runtime, workers: Workers
+) -> None:
+    workers.start(1, extra_args=("--no-scheduler",))
+    run_id = await _waiting_on_approval(runtime, "t-orphan-decision")
+    approval_id = (await runtime.get(run_id)).waiting_on[0].approval_id
+    assert approval_id is not None
+    saver = await runtime.checkpointer()
+    shown = await get_approval(saver, approval_id)
+    with pytest.raises(ConnectionError):
+        await decide(
+            saver,
+            "t-orphan-decision",
+            approval_id,
+            "approve",
+            resumer=_DiesAfterStoring(),
+            by="dana",
+            args_sha256=shown.request.args_sha256,
+        )
+    assert (await runtime.get(run_id)).status == "interrupted"
+    scheduler = Scheduler(runtime, decision_grace=30)
+    # Within the grace period the decider might still deliver it: nothing happens.
+    assert (await scheduler.tick(datetime.now(UTC))).resumed == []
+    report = await scheduler.tick(datetime.now(UTC) + timedelta(minutes=1))
+    assert report.resumed == [run_id]
+    assert report.errors == []
+    done = await runtime.wait(run_id, timeout=60)
+    assert done.status == "success", done
+    assert (await scheduler.tick(datetime.now(UTC) + timedelta(minutes=2))).resumed == []
 
 
 async def test_another_tenant_s_expired_approval_resumes_its_run(

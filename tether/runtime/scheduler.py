@@ -14,11 +14,16 @@ once a second, the others try again every few seconds. A tick runs, in order:
    ``timeout`` (events ``timeout`` and ``run.finished``); the approvals an
    interrupted one waited on are cancelled (``by="tether:deadline"``), as a
    cancel does;
-3. **crons:** each due cron fires its slot once (``tether_cron_fires``), the
+   A running run whose lease expired with no worker to take it over is timed
+   out the same way;
+3. **orphaned decisions:** an interrupted run waiting on an approval whose
+   decision was stored ``decision_grace`` seconds ago or more and never
+   delivered (the deciding process died in between) is resumed with it;
+4. **crons:** each due cron fires its slot once (``tether_cron_fires``), the
    run created as ``Runtime.create`` creates it; the next slot is the first
    after now, so slots missed while no scheduler ran collapse into one fire;
-4. **cleanup:** ``tether_workers`` rows not heard of for ``worker_ttl``;
-5. **retention:** the optional ``retention(runtime, now)`` hook.
+5. **cleanup:** ``tether_workers`` rows not heard of for ``worker_ttl``;
+6. **retention:** the optional ``retention(runtime, now)`` hook.
 
 Every job is idempotent, and a failing job is logged without stopping the
 others. :meth:`Scheduler.tick` takes ``now``, so tests move time instead of
@@ -35,7 +40,7 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from typing import TYPE_CHECKING
 
-from tether.approvals import ExpiryAction, expire_due
+from tether.approvals import ApprovalNotPendingError, ExpiryAction, expire_due, list_approvals
 from tether.errors import TetherError
 from tether.runtime.leadership import Leadership, leadership_for
 from tether.runtime.resumer import RuntimeResumer
@@ -58,6 +63,7 @@ class TickReport:
     Attributes:
         expired: The expiry sweep's actions (escalated, stopped, …).
         timed_out: Runs ended as ``timeout`` by their deadline.
+        resumed: Runs resumed with a decision their decider never delivered.
         fired: Runs created by crons.
         workers_removed: Stale worker rows deleted.
         errors: ``"job: message"`` for each job (or cron) that failed.
@@ -65,6 +71,7 @@ class TickReport:
 
     expired: list[ExpiryAction] = field(default_factory=list)
     timed_out: list[str] = field(default_factory=list)
+    resumed: list[str] = field(default_factory=list)
     fired: list[str] = field(default_factory=list)
     workers_removed: int = 0
     errors: list[str] = field(default_factory=list)
@@ -80,6 +87,8 @@ class Scheduler:
         campaign_every: Seconds between attempts while another process leads.
         retention: ``async retention(runtime, now)``, run last in every tick.
         worker_ttl: Worker rows whose last heartbeat is older are deleted.
+        decision_grace: Seconds a stored decision gets to be delivered by its
+            decider before the scheduler resumes the run with it.
         leadership: The lock (default: the one for ``runtime.url``).
     """
 
@@ -91,18 +100,20 @@ class Scheduler:
         campaign_every: float = 5.0,
         retention: Retention | None = None,
         worker_ttl: float = 60.0,
+        decision_grace: float = 30.0,
         leadership: Leadership | None = None,
     ) -> None:
-        if interval <= 0 or campaign_every <= 0 or worker_ttl <= 0:
+        if min(interval, campaign_every, worker_ttl, decision_grace) <= 0:
             raise ValueError(
-                "interval, campaign_every and worker_ttl must be positive seconds, got "
-                f"{interval}, {campaign_every} and {worker_ttl}"
+                "interval, campaign_every, worker_ttl and decision_grace must be positive "
+                f"seconds, got {interval}, {campaign_every}, {worker_ttl} and {decision_grace}"
             )
         self.runtime = runtime
         self.interval = interval
         self.campaign_every = campaign_every
         self.retention = retention
         self.worker_ttl = worker_ttl
+        self.decision_grace = decision_grace
         self.leadership = leadership or leadership_for(runtime.url)
         self.leading = False
         self.ticks = 0
@@ -170,6 +181,7 @@ class Scheduler:
         jobs = (
             ("expire_approvals", self._expire_approvals),
             ("deadlines", self._deadlines),
+            ("orphaned_decisions", self._orphaned_decisions),
             ("crons", self._crons),
             ("cleanup", self._cleanup),
             ("retention", self._retention),
@@ -202,6 +214,30 @@ class Scheduler:
                 except Exception as exc:
                     log.exception("scheduler: cancelling the approvals of run %s", run.run_id)
                     report.errors.append(f"deadlines: run {run.run_id}: {exc}")
+
+    async def _orphaned_decisions(self, now: datetime, report: TickReport) -> None:
+        waiting = await self.runtime.store.waiting_on_approvals()
+        if not waiting:
+            return
+        saver = await self.runtime.checkpointer()
+        views = {v.request.approval_id: v for v in await list_approvals(saver, status=None)}
+        settled = now - timedelta(seconds=self.decision_grace)
+        for run in waiting:
+            for waiting_on in run.waiting_on:
+                view = views.get(waiting_on.approval_id or "")
+                doc = None if view is None else view.decision
+                if view is None or doc is None or doc.get("decision") == "cancelled":
+                    continue
+                if datetime.fromisoformat(doc["at"]) > settled:
+                    continue  # its decider may still be delivering it
+                resumer = RuntimeResumer(self.runtime.scoped(run.tenant_id))
+                try:
+                    await resumer.resume(view.request, doc)
+                except ApprovalNotPendingError:
+                    break  # resumed meanwhile
+                report.resumed.append(run.run_id)
+                log.info("scheduler: run %s resumed with its stored decision", run.run_id)
+                break
 
     async def _crons(self, now: datetime, report: TickReport) -> None:
         store = self.runtime.store

@@ -325,6 +325,9 @@ class RunStore(Protocol):
     async def expire_deadlines(self, now: datetime, *, limit: int = 100) -> list[Run]:
         """Time out pending and interrupted runs past their deadline; the runs as they were."""
 
+    async def waiting_on_approvals(self, *, limit: int = 1000) -> list[Run]:
+        """Every tenant's interrupted runs that wait on a tether approval."""
+
     async def remove_stale_workers(self, before: datetime) -> int:
         """Delete worker rows last heard of before ``before``; how many."""
 

@@ -184,6 +184,10 @@ class CronPlane(ControlPlane):
         :func:`deadline_outcome`, :func:`deadline_events`); the runs as they were."""
 
     @abstractmethod
+    async def _waiting_runs(self, limit: int) -> builtins.list[Run]:
+        """Interrupted runs whose ``waiting_on`` is not empty, least recently updated first."""
+
+    @abstractmethod
     async def _remove_workers(self, before: datetime) -> int: ...
 
     @abstractmethod
@@ -354,6 +358,11 @@ class CronPlane(ControlPlane):
         them as they were (an interrupted one's ``waiting_on`` names the approvals
         to cancel)."""
         return await self._expire_deadlines(now, limit)
+
+    async def waiting_on_approvals(self, *, limit: int = 1000) -> builtins.list[Run]:
+        """Every tenant's interrupted runs that wait on a tether approval."""
+        runs = await self._waiting_runs(limit)
+        return [r for r in runs if any(w.approval_id for w in r.waiting_on)]
 
     async def remove_stale_workers(self, before: datetime) -> int:
         """Delete worker rows whose last heartbeat is older than ``before``."""

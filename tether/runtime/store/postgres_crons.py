@@ -213,6 +213,16 @@ class PostgresCronHooks(PostgresWorkerPlane):
             )
             return True
 
+    async def _waiting_runs(self, limit: int) -> builtins.list[Run]:
+        async with self._conn() as conn:
+            cur = await conn.execute(
+                """SELECT * FROM tether_runs WHERE status = 'interrupted'
+                      AND waiting_on <> '[]'::jsonb ORDER BY updated_at LIMIT %s""",
+                (limit,),
+            )
+            rows = await cur.fetchall()
+        return [POSTGRES.run(r) for r in rows]
+
     async def _remove_workers(self, before: datetime) -> int:
         async with self._tx() as cur:
             await cur.execute("DELETE FROM tether_workers WHERE last_heartbeat < %s", (before,))

@@ -245,6 +245,16 @@ class SqliteCronHooks(SqliteWorkerPlane):
                 expired.append(run)
         return expired
 
+    async def _waiting_runs(self, limit: int) -> builtins.list[Run]:
+        rows = await self._run(
+            lambda db: db.execute(
+                """SELECT * FROM tether_runs WHERE status = 'interrupted'
+                      AND waiting_on <> '[]' ORDER BY updated_at LIMIT ?""",
+                (limit,),
+            ).fetchall()
+        )
+        return [SQLITE.run(r) for r in rows]
+
     async def _remove_workers(self, before: datetime) -> int:
         removed = await self._write(
             lambda db, _: (
