@@ -157,7 +157,8 @@ class Scheduler:
                     leading = False
                 wait = self.interval if leading else self.campaign_every
                 with contextlib.suppress(TimeoutError):
-                    await asyncio.wait_for(self._stop.wait(), wait)
+                    async with asyncio.timeout(wait):
+                        await self._stop.wait()
         finally:
             await self.resign()
 

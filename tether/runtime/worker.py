@@ -132,6 +132,7 @@ class Worker:
         self.worker_id = worker_id or new_worker_id()
         self.checkpointer_options = checkpointer_options
         self.scheduler = scheduler
+        self._scheduler_stop = asyncio.Event()
         self._held: dict[str, tuple[RunContext, asyncio.Task[Any]]] = {}
         self._stopping = asyncio.Event()
         self._hard_stop = asyncio.Event()
@@ -193,10 +194,10 @@ class Worker:
                 heartbeat.cancel()
                 with contextlib.suppress(asyncio.CancelledError):
                     await heartbeat
-                if scheduling is not None:
-                    scheduling.cancel()
-                    with contextlib.suppress(asyncio.CancelledError):
-                        await scheduling
+                if scheduling is not None:  # let the tick under way end: no cancel mid-write
+                    self._scheduler_stop.set()
+                    with contextlib.suppress(asyncio.CancelledError, TimeoutError):
+                        await asyncio.wait_for(scheduling, self.shutdown_grace)
                 await notifier.aclose()
                 with contextlib.suppress(Exception):
                     await store.unregister_worker(self.worker_id)
@@ -297,10 +298,14 @@ class Worker:
                 self.url, checkpoints_url=self.checkpoints_url, **self.checkpointer_options
             ) as runtime:
                 scheduler = Scheduler(runtime, worker_ttl=max(60.0, 10 * self.lease))
+                running = asyncio.ensure_future(scheduler.run())
+                stop = asyncio.ensure_future(self._scheduler_stop.wait())
                 try:
-                    await scheduler.run()
+                    await asyncio.wait({running, stop}, return_when=asyncio.FIRST_COMPLETED)
                 finally:
-                    await scheduler.resign()
+                    stop.cancel()
+                    scheduler.stop()
+                await running  # ends after the tick under way, and resigns
         except Exception:  # the worker goes on running its runs
             log.exception("worker %s: the scheduler stopped", self.worker_id)
 
