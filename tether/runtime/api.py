@@ -159,6 +159,23 @@ class Runtime:
     async def get_thread(self, thread_id: str) -> Thread:
         return await self.store.get_thread(thread_id, tenant=self.tenant)
 
+    async def delete_thread(self, thread_id: str) -> None:
+        """Delete the thread with its runs and events, then its checkpoints.
+
+        Raises:
+            ThreadNotFoundError: missing or foreign.
+        """
+        await self.store.delete_thread(thread_id, tenant=self.tenant)
+        await (await self.checkpointer()).adelete_thread(thread_id)
+
+    async def delete_temporary_threads(self, *, grace: float = 0) -> builtins.list[str]:
+        """Delete the temporary threads of stateless runs (``on_completion="delete"``)
+        whose runs all stopped more than ``grace`` seconds ago, of every tenant, with
+        their runs, events and checkpoints; their ids."""
+        from tether.runtime.temporary import delete_temporary_threads
+
+        return await delete_temporary_threads(self.store, await self.checkpointer(), grace=grace)
+
     # -- runs -----------------------------------------------------------------------------
 
     async def create(

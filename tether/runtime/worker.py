@@ -35,6 +35,7 @@ from typing import Any
 
 from tether.boundaries import Fence
 from tether.checkpointing import ENV_KEYS, open_checkpointer
+from tether.runtime import temporary
 from tether.runtime.context import RunContext
 from tether.runtime.errors import FenceLostError
 from tether.runtime.execution import Execution
@@ -188,13 +189,15 @@ class Worker:
                 self.concurrency,
             )
             heartbeat = asyncio.create_task(self._heartbeat_loop(store, notifier))
+            sweeper = asyncio.create_task(self._sweep_loop(store, base))
             try:
                 await self._claim_loop(store, notifier, execution)
                 await self._drain()
             finally:
-                heartbeat.cancel()
-                with contextlib.suppress(asyncio.CancelledError):
-                    await heartbeat
+                for task in (heartbeat, sweeper):
+                    task.cancel()
+                    with contextlib.suppress(asyncio.CancelledError):
+                        await task
                 await notifier.aclose()
                 with contextlib.suppress(Exception):
                     await store.unregister_worker(self.worker_id)
@@ -342,3 +345,14 @@ class Worker:
             with contextlib.suppress(asyncio.CancelledError, FenceLostError):
                 await asyncio.gather(*tasks, return_exceptions=True)
         done.cancel()
+
+    # -- temporary threads ----------------------------------------------------------------
+
+    async def _sweep_loop(self, store: RunStore, saver: Any) -> None:
+        """Delete the temporary threads of stateless runs nobody read, every half grace."""
+        while True:
+            await asyncio.sleep(temporary.SWEEP_GRACE / 2)
+            try:
+                await temporary.delete_temporary_threads(store, saver, grace=temporary.SWEEP_GRACE)
+            except Exception:
+                log.exception("worker %s: deleting temporary threads failed", self.worker_id)
