@@ -39,11 +39,18 @@ class Served:
     # -- threads ----------------------------------------------------------------------------
 
     async def thread_graph(self, thread: Thread) -> str | None:
-        """The graph whose state the thread holds: its newest run's, else its metadata's."""
+        """The graph whose state the thread holds: its newest run's, else its metadata's,
+        else the one its newest checkpoint names (a copied thread, or one whose runs
+        were deleted)."""
         runs = await self.runtime.list(thread_id=thread.thread_id, limit=1)
         if runs:
             return runs[0].graph_id
         graph_id = thread.metadata.get("graph_id")
+        if isinstance(graph_id, str):
+            return graph_id
+        saver = await self.runtime.checkpointer()
+        head = await saver.aget_tuple(self.config(thread.thread_id, None))
+        graph_id = None if head is None else (head.metadata or {}).get("graph_id")
         return graph_id if isinstance(graph_id, str) else None
 
     def config(self, thread_id: str, checkpoint: Mapping[str, Any] | None) -> RunnableConfig:

@@ -70,6 +70,7 @@ async def update_state(
     await _check_free(srv, thread_id)
     config = srv.config(thread_id, checkpoint)
     config["configurable"]["tenant_id"] = srv.runtime.tenant
+    config["metadata"] = {"graph_id": graph_id}  # how a later read finds the graph
     saver = await srv.runtime.checkpointer()
     async with srv.project.graph(graph_id, config, saver) as graph:
         try:

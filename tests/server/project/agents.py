@@ -119,6 +119,19 @@ def _chat() -> Any:
 chat = _chat()
 
 
+def _nested() -> Any:
+    inner = StateGraph(State)
+    inner.add_node("deep", _echo())
+    inner.add_edge(START, "deep")
+    graph = StateGraph(State)
+    graph.add_node("inner", inner.compile())
+    graph.add_edge(START, "inner")
+    return graph.compile()
+
+
+nested = _nested()
+
+
 def broken() -> Any:
     """A graph factory that fails, as one missing its configuration does."""
     raise RuntimeError("AGENT_API_KEY is not set")
