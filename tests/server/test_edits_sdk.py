@@ -118,6 +118,17 @@ async def test_update_state_refusals(client: LangGraphClient) -> None:
         await client.runs.cancel(busy["thread_id"], run["run_id"], wait=True)
 
 
+async def test_update_state_cannot_answer_a_tether_approval(client: LangGraphClient) -> None:
+    thread = await client.threads.create()
+    tid = thread["thread_id"]
+    await client.runs.wait(tid, "gated", input={"text": "crate"})
+    (run,) = await client.runs.list(tid)
+    waiting = f"run '{run['run_id']}' on thread .* waits on approval"
+    with pytest.raises(ConflictError, match=waiting):
+        await client.threads.update_state(tid, {"answer": "approve"}, as_node="approve")
+    assert (await client.threads.get_state(tid))["next"] == ["approve"]
+
+
 async def test_a_thread_created_with_a_graph_id_takes_a_first_state(
     client: LangGraphClient,
 ) -> None:

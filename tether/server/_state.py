@@ -45,6 +45,19 @@ async def _check_free(srv: Served, thread_id: str) -> None:
             )
 
 
+async def _check_no_approval(srv: Served, thread_id: str) -> None:
+    """A run waiting on a tether approval is answered by a checked decision only, not by
+    writing its answer into the state (as :meth:`Runtime.resume` refuses a resume value)."""
+    for run in await srv.runtime.list(thread_id=thread_id, status="interrupted", limit=100):
+        waiting = [w.approval_id for w in run.waiting_on if w.approval_id]
+        if waiting:
+            raise ThreadBusyError(
+                f"run {run.run_id!r} on thread {thread_id!r} waits on approval "
+                f"{', '.join(waiting)}: decide it (tether approvals) instead of updating the "
+                "thread's state"
+            )
+
+
 def _checkpoint(config: Mapping[str, Any]) -> dict[str, Any]:
     configurable = config.get("configurable") or {}
     return {
@@ -68,6 +81,7 @@ async def update_state(
     thread = await srv.runtime.get_thread(thread_id)
     graph_id = await _graph_of(srv, thread)
     await _check_free(srv, thread_id)
+    await _check_no_approval(srv, thread_id)
     config = srv.config(thread_id, checkpoint)
     config["configurable"]["tenant_id"] = srv.runtime.tenant
     config["metadata"] = {"graph_id": graph_id}  # how a later read finds the graph
