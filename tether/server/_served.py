@@ -6,8 +6,9 @@ not offer yet are composed here from public pieces (``Runtime.store``,
 ``Runtime.checkpointer()``, the project's graphs):
 
 - thread state and history: read through the thread's graph, compiled with the
-  runtime's checkpointer, as LangGraph's server does;
-- deleting a thread: the run store's rows, then the thread's checkpoints;
+  runtime's checkpointer, as LangGraph's server does (state updates:
+  :mod:`._state`);
+- deleting a stateless run's temporary thread once its result was sent;
 - the ``join`` body (design §2.9).
 """
 
