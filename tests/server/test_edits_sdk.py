@@ -343,6 +343,24 @@ async def test_assistant_delete(client: LangGraphClient) -> None:
         await client.threads.get(tid)
 
 
+async def test_assistant_search_sorted_and_selected(client: LangGraphClient) -> None:
+    tag = uuid4().hex
+    made = [
+        await client.assistants.create("echo", name=f"{tag}-{n}", metadata={"tag": tag})
+        for n in ("b", "c", "a")
+    ]
+    by_name = await client.assistants.search(metadata={"tag": tag}, sort_by="name")
+    assert [a["name"] for a in by_name] == [f"{tag}-c", f"{tag}-b", f"{tag}-a"]
+    oldest = await client.assistants.search(
+        metadata={"tag": tag}, sort_by="created_at", sort_order="asc", limit=2, offset=1
+    )
+    assert [a["assistant_id"] for a in oldest] == [made[1]["assistant_id"], made[2]["assistant_id"]]
+    slim = await client.assistants.search(metadata={"tag": tag}, select=["assistant_id", "name"])
+    assert all(set(a) == {"assistant_id", "name"} for a in slim)
+    with pytest.raises(UnprocessableEntityError):
+        await client.assistants.search(sort_by="nope")  # type: ignore[arg-type]
+
+
 async def test_subgraphs_and_xray(client: LangGraphClient) -> None:
     top = await client.assistants.get_subgraphs("nested")
     assert list(top) == ["inner"]

@@ -73,10 +73,35 @@ async def _search(srv: Served, body: AssistantSearch, *, limit: int, offset: int
     )
 
 
+async def _sorted(srv: Served, body: AssistantSearch) -> list[Any]:
+    """Every match in ``sort_by`` order (ties by assistant id), for a sorted page."""
+    found: list[Any] = []
+    while True:
+        page = await _search(srv, body, limit=_PAGE, offset=len(found))
+        found += page
+        if len(page) < _PAGE:
+            break
+    found.sort(key=lambda a: a.assistant_id)
+    descending = (body.sort_order or "desc") == "desc"  # LangGraph's default order
+    found.sort(key=lambda a: getattr(a, body.sort_by or "created_at"), reverse=descending)
+    return found[body.offset : body.offset + body.limit]
+
+
 @router.post("/assistants/search")
 async def search_assistants(body: AssistantSearch, srv: Srv) -> list[dict[str, Any]]:
-    found = await _search(srv, body, limit=body.limit, offset=body.offset)
-    return [assistant_json(a) for a in found]
+    """Oldest first, unless ``sort_by``/``sort_order`` say otherwise (``sort_order``
+    defaults to ``desc``, ``sort_by`` to ``created_at``); ``select`` keeps only the
+    fields named."""
+    if body.sort_by is None and body.sort_order is None:
+        found = await _search(srv, body, limit=body.limit, offset=body.offset)
+    else:
+        if body.limit < 1 or body.offset < 0:
+            raise ApiError(422, "limit must be at least 1 and offset at least 0")
+        found = await _sorted(srv, body)
+    shown = [assistant_json(a) for a in found]
+    if body.select:
+        shown = [{k: v for k, v in a.items() if k in body.select} for a in shown]
+    return shown
 
 
 @router.post("/assistants/count")

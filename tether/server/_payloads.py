@@ -150,6 +150,25 @@ class AssistantSearch(_Body):
     name: str | None = None
     limit: int = 10
     offset: int = 0
+    sort_by: Literal["assistant_id", "graph_id", "name", "created_at", "updated_at"] | None = None
+    sort_order: Literal["asc", "desc"] | None = None
+    select: (
+        list[
+            Literal[
+                "assistant_id",
+                "graph_id",
+                "name",
+                "description",
+                "config",
+                "context",
+                "created_at",
+                "updated_at",
+                "metadata",
+                "version",
+            ]
+        ]
+        | None
+    ) = None
 
 
 class AssistantUpdate(_Body):
