@@ -1,13 +1,15 @@
 """Temporary threads of stateless runs: deleted with their checkpoints once their runs
-stopped (``Runtime.delete_temporary_threads``, which workers also call)."""
+stopped (``Runtime.delete_temporary_threads``, and the scheduler's cleanup)."""
 
 from __future__ import annotations
+
+from datetime import UTC, datetime, timedelta
 
 import pytest
 
 from tests.runtime.workers import Workers
 from tether import open_checkpointer
-from tether.runtime import RunNotFoundError, ThreadNotFoundError
+from tether.runtime import RunNotFoundError, Scheduler, ThreadNotFoundError, temporary
 from tether.runtime.api import Runtime
 
 
@@ -53,3 +55,19 @@ async def test_delete_thread_deletes_rows_and_checkpoints(
     assert await _checkpoints(runtime_url, "t-gone") == 0
     with pytest.raises(ThreadNotFoundError):
         await runtime.delete_thread("t-gone")
+
+
+async def test_the_schedulers_cleanup_deletes_them_after_the_grace(
+    runtime: Runtime, workers: Workers, runtime_url: str
+) -> None:
+    run = await runtime.create("three_node", input={"trace": []})
+    workers.start(1, extra_args=["--no-scheduler"])
+    await runtime.wait(run.run_id, timeout=60)
+    scheduler = Scheduler(runtime)
+    now = datetime.now(UTC)
+    assert (await scheduler.tick(now)).temporary_threads_removed == []
+    later = now + timedelta(seconds=temporary.GRACE + 1)
+    assert (await scheduler.tick(later)).temporary_threads_removed == [run.thread_id]
+    with pytest.raises(ThreadNotFoundError):
+        await runtime.get_thread(run.thread_id)
+    assert await _checkpoints(runtime_url, run.thread_id) == 0

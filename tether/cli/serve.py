@@ -54,6 +54,12 @@ def register(subparsers: Any) -> None:
         help="on SIGTERM, seconds in-process runs get to reach a step boundary and hand back",
     )
     parser.add_argument(
+        "--no-auth",
+        action="store_true",
+        help="development only: the approvals inbox trusts the user a request names "
+        "(x-tether-user header, or its login form)",
+    )
+    parser.add_argument(
         "--log-level", default="info", choices=["debug", "info", "warning", "error"]
     )
     parser.set_defaults(handler=_serve)
@@ -97,6 +103,7 @@ def _serve(args: argparse.Namespace) -> int:
             "lease": args.lease,
             "shutdown_grace": args.shutdown_grace,
         },
+        no_auth=args.no_auth,
     )
     print(
         f"tether serve: graphs {', '.join(project.graph_ids)}; run store {_shown(url)}; "

@@ -16,9 +16,10 @@ from tether._version import __version__
 from tether.runtime import Runtime, Worker
 from tether.runtime import project as projects
 from tether.runtime import worker as workers_module
-from tether.server import _assistants, _graphs, _runs, _threads, _unsupported
+from tether.server import _assistants, _graphs, _runs, _threads, _unsupported, inbox
 from tether.server._errors import install_error_handlers
 from tether.server._http import custom_app, custom_lifespan, with_cors, with_custom_routes
+from tether.server._identity import set_no_auth
 from tether.server._paths import SegmentPaths
 from tether.server._served import Served
 
@@ -33,6 +34,7 @@ def create_app(
     *,
     workers: int = 0,
     worker_options: Mapping[str, Any] | None = None,
+    no_auth: bool = False,
 ) -> TetherApp:
     """A FastAPI app speaking the LangGraph Agent Server API over ``runtime``.
 
@@ -45,6 +47,9 @@ def create_app(
             with the app (0: runs are executed by ``tether worker`` processes).
         worker_options: Keyword arguments for each worker (``concurrency``,
             ``lease``, ``shutdown_grace``, checkpointer options).
+        no_auth: Trust the user a request names (the ``x-tether-user`` header, or
+            the inbox's login form) for the approvals inbox; development only
+            (see ``tether.server._identity``).
 
     Returns:
         The ASGI app (see :class:`TetherApp`).
@@ -85,6 +90,7 @@ def create_app(
 
     app = FastAPI(title="tether", version=__version__, lifespan=lifespan)
     install_error_handlers(app)
+    set_no_auth(app, no_auth)
 
     @app.get("/ok")
     async def ok() -> dict[str, bool]:
@@ -105,6 +111,8 @@ def create_app(
     app.include_router(_threads.router)
     app.include_router(_graphs.router)
     app.include_router(_runs.router)
+    app.include_router(inbox.api_router)
+    app.include_router(inbox.pages_router)
     app.include_router(_unsupported.router)  # last: a real route always wins
     outer = with_cors(with_custom_routes(SegmentPaths(app), custom), loaded.http)
     return TetherApp(outer, app, started, loops, stopping)
