@@ -14,7 +14,6 @@ import builtins
 import sqlite3
 from collections.abc import Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
-from datetime import datetime
 from typing import Any, Literal
 
 from tether.checkpointing import KeyRing
@@ -41,17 +40,11 @@ from tether.runtime.store import control
 from tether.runtime.store.base import Created, NewEvent
 from tether.runtime.store.control import NewAssistant
 from tether.runtime.store.crons import CronPlane
-from tether.runtime.store.edits import (
-    AssistantChange,
-    StateRecord,
-    check_run_deletable,
-    check_thread_free,
-    ended_temporary,
-)
 from tether.runtime.store.encoding import dumps
 from tether.runtime.store.rows import SQLITE, Dialect
 from tether.runtime.store.sealing import Sealer
 from tether.runtime.store.sqlite_crons import SqliteCronHooks
+from tether.runtime.store.sqlite_edits import SqliteEditHooks
 from tether.runtime.store.sqlite_worker import RunDB, insert_events
 from tether.runtime.store.validation import ValidRun
 
@@ -212,7 +205,7 @@ def _resume(
     return _run(db, run_id)
 
 
-class SqliteRunStore(SqliteCronHooks, CronPlane):
+class SqliteRunStore(SqliteEditHooks, SqliteCronHooks, CronPlane):
     """The run store on SQLite. Open it with ``open_run_store("sqlite:///path")``."""
 
     dialect: Literal["sqlite"] = "sqlite"
@@ -407,178 +400,3 @@ class SqliteRunStore(SqliteCronHooks, CronPlane):
     async def _execute(self, sql: str, params: Sequence[Any]) -> int:
         """One write statement in its own transaction; the rows it changed."""
         return await self._write(lambda db, now: db.execute(sql, params).rowcount)
-
-    # -- edits (see edits.EditPlane) ------------------------------------------------------
-
-    async def _merge_thread_metadata(
-        self, thread_id: str, tenant: str, patch: str
-    ) -> Thread | None:
-        def merge(db: DB, now: float) -> Thread | None:
-            found = db.execute(
-                "SELECT metadata FROM tether_threads WHERE thread_id = ? AND tenant_id = ?",
-                (thread_id, tenant),
-            ).fetchone()
-            if found is None:
-                return None
-            merged = {**db.rows.json(found[0]), **db.rows.json(patch)}
-            row = db.execute(
-                "UPDATE tether_threads SET metadata = ?, updated_at = ? WHERE thread_id = ? "
-                "RETURNING *",
-                (dumps(merged), now, thread_id),
-            ).fetchone()
-            return db.rows.thread(row)
-
-        return await self._write(merge)
-
-    async def _record_state(self, thread_id: str, tenant: str, state: StateRecord) -> Thread | None:
-        def record(db: DB, now: float) -> Thread | None:
-            found = db.execute(
-                "SELECT status FROM tether_threads WHERE thread_id = ? AND tenant_id = ?",
-                (thread_id, tenant),
-            ).fetchone()
-            if found is None:
-                return None
-            active = db.execute(
-                "SELECT run_id FROM tether_runs WHERE thread_id = ? "
-                "AND status IN ('pending', 'running') ORDER BY seq LIMIT 1",
-                (thread_id,),
-            ).fetchone()
-            check_thread_free(thread_id, None if active is None else active[0])
-            row = db.execute(
-                """UPDATE tether_threads
-                      SET status = ?, state_values = ?, interrupts = ?, error = NULL,
-                          updated_at = ?, state_updated_at = ?
-                    WHERE thread_id = ? RETURNING *""",
-                (state.status, state.values, state.interrupts, now, now, thread_id),
-            ).fetchone()
-            return db.rows.thread(row)
-
-        return await self._write(record)
-
-    async def _insert_thread_copy(
-        self, source: Thread, thread_id: str, tenant: str, meta: str, state: StateRecord | None
-    ) -> Thread:
-        def insert(db: DB, now: float) -> Thread:
-            try:
-                db.execute(
-                    """INSERT INTO tether_threads (thread_id, tenant_id, metadata, config,
-                           status, state_values, interrupts, created_at, updated_at,
-                           state_updated_at)
-                       VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)""",
-                    (
-                        thread_id,
-                        tenant,
-                        meta,
-                        dumps(dict(source.config)),
-                        "idle" if state is None else state.status,
-                        None if state is None else state.values,
-                        "{}" if state is None else state.interrupts,
-                        now,
-                        now,
-                        now,
-                    ),
-                )
-            except sqlite3.IntegrityError as exc:
-                raise AlreadyExistsError(f"thread {thread_id!r} already exists") from exc
-            row = db.execute(
-                "SELECT * FROM tether_threads WHERE thread_id = ?", (thread_id,)
-            ).fetchone()
-            return db.rows.thread(row)
-
-        return await self._write(insert)
-
-    async def _delete_run(self, run_id: str, tenant: str) -> Run | None:
-        def delete(db: DB, now: float) -> Run | None:
-            row = db.execute(
-                "SELECT * FROM tether_runs WHERE run_id = ? AND tenant_id = ?", (run_id, tenant)
-            ).fetchone()
-            if row is None:
-                return None
-            run = db.rows.run(row)
-            check_run_deletable(run)
-            db.execute("DELETE FROM tether_runs WHERE run_id = ?", (run_id,))
-            db.execute(_FREE_THREAD, {"thread": run.thread_id, "now": now})
-            return run
-
-        return await self._write(delete)
-
-    async def _new_assistant_version(self, assistant_id: str, change: AssistantChange) -> Assistant:
-        def put(db: DB, now: float) -> Assistant:
-            version = db.execute(
-                "SELECT COALESCE(MAX(version), 0) + 1 FROM tether_assistant_versions "
-                "WHERE assistant_id = ?",
-                (assistant_id,),
-            ).fetchone()[0]
-            fields = (
-                change.graph_id,
-                change.name,
-                change.description,
-                change.config,
-                change.context,
-                change.metadata,
-            )
-            db.execute(
-                """INSERT INTO tether_assistant_versions (graph_id, name, description, config,
-                       context, metadata, assistant_id, version, created_at)
-                   VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)""",
-                (*fields, assistant_id, version, now),
-            )
-            row = db.execute(
-                """UPDATE tether_assistants
-                      SET graph_id = ?, name = ?, description = ?, config = ?, context = ?,
-                          metadata = ?, version = ?, updated_at = ?
-                    WHERE assistant_id = ? RETURNING *""",
-                (*fields, version, now, assistant_id),
-            ).fetchone()
-            return db.rows.assistant(row)
-
-        return await self._write(put)
-
-    async def _assistant_versions(self, assistant_id: str) -> builtins.list[Assistant]:
-        rows = await self._read(
-            """SELECT v.*, a.tenant_id, v.created_at AS updated_at
-                 FROM tether_assistant_versions v
-                 JOIN tether_assistants a ON a.assistant_id = v.assistant_id
-                WHERE v.assistant_id = ? ORDER BY v.version DESC""",
-            (assistant_id,),
-        )
-        return [self._db.rows.assistant(r) for r in rows]
-
-    async def _set_assistant_version(self, assistant_id: str, version: int) -> Assistant | None:
-        def set_version(db: DB, now: float) -> Assistant | None:
-            row = db.execute(
-                """UPDATE tether_assistants
-                      SET (graph_id, name, description, config, context, metadata, version) =
-                          (SELECT graph_id, name, description, config, context, metadata, version
-                             FROM tether_assistant_versions
-                            WHERE assistant_id = :a AND version = :v),
-                          updated_at = :now
-                    WHERE assistant_id = :a AND EXISTS (
-                          SELECT 1 FROM tether_assistant_versions
-                           WHERE assistant_id = :a AND version = :v)
-                   RETURNING *""",
-                {"a": assistant_id, "v": version, "now": now},
-            ).fetchone()
-            return None if row is None else db.rows.assistant(row)
-
-        return await self._write(set_version)
-
-    async def _delete_assistant(self, assistant_id: str) -> bool:
-        deleted = await self._execute(
-            "DELETE FROM tether_assistants WHERE assistant_id = ?", (assistant_id,)
-        )
-        return bool(deleted)
-
-    async def _visible_assistants(self, tenant: str) -> builtins.list[Assistant]:
-        rows = await self._read(
-            "SELECT * FROM tether_assistants WHERE tenant_id IN (?, '') "
-            "ORDER BY created_at, assistant_id",
-            (tenant,),
-        )
-        return [self._db.rows.assistant(r) for r in rows]
-
-    async def _ended_temporary_threads(
-        self, before: datetime, limit: int
-    ) -> builtins.list[tuple[str, str]]:
-        rows = await self._read(ended_temporary("?"), (before.timestamp(), limit))
-        return [(r["thread_id"], r["tenant_id"]) for r in rows]
