@@ -30,6 +30,10 @@ def test_sync_calls_create_wait_follow_and_cancel_runs(runtime_url: str, workers
 
         with pytest.raises(RunNotFoundError):
             rt.get("no-such-run")
+        rt.delete_thread("sync-1")
+        with pytest.raises(RunNotFoundError):
+            rt.get(run.run_id)
+        assert rt.delete_temporary_threads(grace=0) == []
         # Another tenant sees none of it.
         other = rt.scoped("globex")
         assert other.list() == []

@@ -358,11 +358,10 @@ async def test_an_assistants_graph_and_schemas(client: LangGraphClient) -> None:
 
 
 async def test_calls_not_offered_yet_say_so(client: LangGraphClient) -> None:
-    thread = await client.threads.create()
     with pytest.raises(httpx.HTTPStatusError) as raised:
-        await client.threads.update(thread["thread_id"], metadata={"a": 1})
+        await client.store.put_item(["ns"], "key", {"v": 1})
     assert raised.value.response.status_code == 501
-    assert "threads.update" in raised.value.response.json()["detail"]
+    assert "store.put_item" in raised.value.response.json()["detail"]
     with pytest.raises(httpx.HTTPStatusError) as raised:
         await client.crons.search()
     assert raised.value.response.status_code == 501
@@ -375,7 +374,12 @@ async def test_stateless_runs_wait_and_stream(client: LangGraphClient) -> None:
     created: list[Any] = []
     parts = await _parts(
         client.runs.stream(
-            None, "echo", input={"text": "s"}, stream_mode="updates", on_run_created=created.append
+            None,
+            "echo",
+            input={"text": "s"},
+            stream_mode="updates",
+            on_completion="keep",
+            on_run_created=created.append,
         )
     )
     assert [p.event for p in parts] == ["metadata", "updates", "updates", "updates", "end"]

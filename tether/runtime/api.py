@@ -21,7 +21,7 @@ import builtins
 import time
 from collections.abc import AsyncIterator, Collection, Iterable, Mapping, Sequence
 from contextlib import AsyncExitStack
-from datetime import datetime, timedelta
+from datetime import UTC, datetime, timedelta
 from typing import Any, Literal
 
 from langgraph.checkpoint.base import BaseCheckpointSaver
@@ -160,6 +160,27 @@ class Runtime(CronMethods):
 
     async def get_thread(self, thread_id: str) -> Thread:
         return await self.store.get_thread(thread_id, tenant=self.tenant)
+
+    async def delete_thread(self, thread_id: str) -> None:
+        """Delete the thread with its runs and events, then its checkpoints.
+
+        Raises:
+            ThreadNotFoundError: missing or foreign.
+        """
+        await self.store.delete_thread(thread_id, tenant=self.tenant)
+        await (await self.checkpointer()).adelete_thread(thread_id)
+
+    async def delete_temporary_threads(self, *, grace: float = 0) -> builtins.list[str]:
+        """Delete the temporary threads of stateless runs (``on_completion="delete"``)
+        whose runs all stopped more than ``grace`` seconds ago, of every tenant, with
+        their runs, events and checkpoints; their ids. The scheduler does it too, with
+        a grace of :data:`tether.runtime.temporary.GRACE`."""
+        from tether.runtime.temporary import delete_temporary_threads
+
+        before = datetime.now(UTC) - timedelta(seconds=grace)
+        return await delete_temporary_threads(
+            self.store, await self.checkpointer(), ended_before=before
+        )
 
     # -- runs -----------------------------------------------------------------------------
 

@@ -24,7 +24,15 @@ from typing import Any
 from tether.runtime.models import WaitingOn
 from tether.runtime.store.base import KEEP, Outcome
 
-__all__ = ["cancelled", "completed", "error_body", "failed", "timed_out", "waiting_on"]
+__all__ = [
+    "cancelled",
+    "completed",
+    "error_body",
+    "failed",
+    "interrupts_by_task",
+    "timed_out",
+    "waiting_on",
+]
 
 _APPROVAL_TYPE = "tether.approval"
 # Exception types whose message is shown as is; any other error's message is

@@ -22,7 +22,9 @@ once a second, the others try again every few seconds. A tick runs, in order:
 4. **crons:** each due cron fires its slot once (``tether_cron_fires``), the
    run created as ``Runtime.create`` creates it; the next slot is the first
    after now, so slots missed while no scheduler ran collapse into one fire;
-5. **cleanup:** ``tether_workers`` rows not heard of for ``worker_ttl``;
+5. **cleanup:** ``tether_workers`` rows not heard of for ``worker_ttl``, and the
+   temporary threads of stateless runs that stopped :data:`.temporary.GRACE`
+   seconds ago (:mod:`.temporary`);
 6. **retention:** the optional ``retention(runtime, now)`` hook.
 
 Every job is idempotent, and a failing job is logged without stopping the
@@ -42,6 +44,7 @@ from typing import TYPE_CHECKING
 
 from tether.approvals import ApprovalNotPendingError, ExpiryAction, expire_due, list_approvals
 from tether.errors import TetherError
+from tether.runtime import temporary
 from tether.runtime.leadership import Leadership, leadership_for
 from tether.runtime.resumer import RuntimeResumer
 
@@ -66,6 +69,7 @@ class TickReport:
         resumed: Runs resumed with a decision their decider never delivered.
         fired: Runs created by crons.
         workers_removed: Stale worker rows deleted.
+        temporary_threads_removed: Temporary threads of stateless runs deleted.
         errors: ``"job: message"`` for each job (or cron) that failed.
     """
 
@@ -75,6 +79,7 @@ class TickReport:
     fired: list[str] = field(default_factory=list)
     workers_removed: int = 0
     errors: list[str] = field(default_factory=list)
+    temporary_threads_removed: list[str] = field(default_factory=list)
 
 
 class Scheduler:
@@ -262,6 +267,11 @@ class Scheduler:
     async def _cleanup(self, now: datetime, report: TickReport) -> None:
         before = now - timedelta(seconds=self.worker_ttl)
         report.workers_removed = await self.runtime.store.remove_stale_workers(before)
+        report.temporary_threads_removed = await temporary.delete_temporary_threads(
+            self.runtime.store,
+            await self.runtime.checkpointer(),
+            ended_before=now - timedelta(seconds=temporary.GRACE),
+        )
 
     async def _retention(self, now: datetime, report: TickReport) -> None:
         if self.retention is not None:

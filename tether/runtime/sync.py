@@ -110,6 +110,8 @@ class SyncRuntime:
 
     create_thread = _blocking(Runtime.create_thread)
     get_thread = _blocking(Runtime.get_thread)
+    delete_thread = _blocking(Runtime.delete_thread)
+    delete_temporary_threads = _blocking(Runtime.delete_temporary_threads)
     create = _blocking(Runtime.create)
     get = _blocking(Runtime.get)
     list = _blocking(Runtime.list)

@@ -57,17 +57,46 @@ async def get_graph(assistant_id: str, srv: Srv, xray: int | bool = False) -> An
         return drawable.to_json()
 
 
+def _schemas(graph_id: str, graph: Any) -> dict[str, Any]:
+    return {
+        "graph_id": graph_id,
+        "input_schema": _schema(graph.get_input_jsonschema),
+        "output_schema": _schema(graph.get_output_jsonschema),
+        "state_schema": _schema(lambda: _state_schema(graph)),
+        "config_schema": _schema(graph.get_config_jsonschema),
+        "context_schema": _schema(graph.get_context_jsonschema),
+    }
+
+
 @router.get("/assistants/{assistant_id}/schemas")
 async def get_schemas(assistant_id: str, srv: Srv) -> dict[str, Any]:
     assistant = await srv.runtime.store.get_assistant(
         path_id(assistant_id), tenant=srv.runtime.tenant
     )
     async with srv.project.graph(assistant.graph_id) as graph:
+        return _schemas(assistant.graph_id, graph)
+
+
+async def _subgraphs(
+    srv: Served, assistant_id: str, namespace: str | None, recurse: bool
+) -> dict[str, Any]:
+    assistant = await srv.runtime.store.get_assistant(assistant_id, tenant=srv.runtime.tenant)
+    async with srv.project.graph(assistant.graph_id) as graph:
         return {
-            "graph_id": assistant.graph_id,
-            "input_schema": _schema(graph.get_input_jsonschema),
-            "output_schema": _schema(graph.get_output_jsonschema),
-            "state_schema": _schema(lambda: _state_schema(graph)),
-            "config_schema": _schema(graph.get_config_jsonschema),
-            "context_schema": _schema(graph.get_context_jsonschema),
+            ns: _schemas(assistant.graph_id, subgraph)
+            async for ns, subgraph in graph.aget_subgraphs(namespace=namespace, recurse=recurse)
         }
+
+
+@router.get("/assistants/{assistant_id}/subgraphs")
+async def get_subgraphs(assistant_id: str, srv: Srv, recurse: bool = False) -> dict[str, Any]:
+    """Each subgraph's schemas by namespace (``a|b`` for nested ones, with ``recurse``)."""
+    return await _subgraphs(srv, path_id(assistant_id), None, recurse)
+
+
+@router.get("/assistants/{assistant_id}/subgraphs/{namespace}")
+async def get_subgraphs_in(
+    assistant_id: str, namespace: str, srv: Srv, recurse: bool = False
+) -> dict[str, Any]:
+    """The subgraphs under ``namespace``."""
+    return await _subgraphs(srv, path_id(assistant_id), path_id(namespace), recurse)

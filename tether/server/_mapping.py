@@ -14,6 +14,7 @@ from tether.runtime import Run, Thread, models, streaming
 __all__ = [
     "LANGGRAPH_EVENTS",
     "assistant_json",
+    "assistant_version_json",
     "empty_state",
     "event_mode",
     "run_json",
@@ -81,6 +82,13 @@ def assistant_json(assistant: models.Assistant) -> dict[str, Any]:
         "created_at": assistant.created_at.isoformat(),
         "updated_at": assistant.updated_at.isoformat(),
     }
+
+
+def assistant_version_json(assistant: models.Assistant) -> dict[str, Any]:
+    """LangGraph's ``AssistantVersion`` (an ``Assistant`` without ``updated_at``)."""
+    shown = assistant_json(assistant)
+    del shown["updated_at"]
+    return shown
 
 
 def thread_json(thread: Thread) -> dict[str, Any]:

@@ -8,13 +8,19 @@ from pydantic import BaseModel, ConfigDict
 
 __all__ = [
     "AssistantCreate",
+    "AssistantLatest",
     "AssistantSearch",
+    "AssistantUpdate",
+    "AssistantVersions",
     "CancelMany",
     "HistoryRequest",
     "RunCreate",
     "StateAtCheckpoint",
+    "StateUpdate",
     "ThreadCreate",
+    "ThreadPrune",
     "ThreadSearch",
+    "ThreadUpdate",
 ]
 
 
@@ -77,6 +83,34 @@ class ThreadSearch(_Body):
     status: Literal["idle", "busy", "interrupted", "error"] | None = None
     limit: int = 10
     offset: int = 0
+    sort_by: Literal["thread_id", "status", "created_at", "updated_at", "state_updated_at"] = (
+        "updated_at"
+    )
+    sort_order: Literal["asc", "desc"] = "desc"
+    select: list[str] | None = None
+
+
+class ThreadUpdate(_Body):
+    """``PATCH /threads/{id}``."""
+
+    metadata: dict[str, Any]
+    ttl: Any = None
+
+
+class StateUpdate(_Body):
+    """``POST /threads/{id}/state``."""
+
+    values: dict[str, Any] | list[Any] | None = None
+    as_node: str | None = None
+    checkpoint: dict[str, Any] | None = None
+    checkpoint_id: str | None = None
+
+
+class ThreadPrune(_Body):
+    """``POST /threads/prune``."""
+
+    thread_ids: list[str]
+    strategy: Literal["delete", "keep_latest"] = "delete"
 
 
 class StateAtCheckpoint(_Body):
@@ -116,3 +150,47 @@ class AssistantSearch(_Body):
     name: str | None = None
     limit: int = 10
     offset: int = 0
+    sort_by: Literal["assistant_id", "graph_id", "name", "created_at", "updated_at"] | None = None
+    sort_order: Literal["asc", "desc"] | None = None
+    select: (
+        list[
+            Literal[
+                "assistant_id",
+                "graph_id",
+                "name",
+                "description",
+                "config",
+                "context",
+                "created_at",
+                "updated_at",
+                "metadata",
+                "version",
+            ]
+        ]
+        | None
+    ) = None
+
+
+class AssistantUpdate(_Body):
+    """``PATCH /assistants/{id}``."""
+
+    graph_id: str | None = None
+    config: dict[str, Any] | None = None
+    context: dict[str, Any] | None = None
+    metadata: dict[str, Any] | None = None
+    name: str | None = None
+    description: str | None = None
+
+
+class AssistantVersions(_Body):
+    """``POST /assistants/{id}/versions``."""
+
+    metadata: dict[str, Any] | None = None
+    limit: int = 10
+    offset: int = 0
+
+
+class AssistantLatest(_Body):
+    """``POST /assistants/{id}/latest``."""
+
+    version: int

@@ -1,17 +1,21 @@
-"""Runs: create (background), wait, stream, join, get, list, cancel (design §2.1-§2.9).
+"""Runs: create (one or a batch), wait, stream, join, get, list, cancel, delete
+(design §2.1-§2.9).
 
 Stateful routes live under ``/threads/{thread_id}/runs``; the stateless ones
-(``/runs``, ``/runs/wait``, ``/runs/stream``) make a temporary thread. A run's
+(``/runs``, ``/runs/wait``, ``/runs/stream``, ``/runs/batch``) make a new thread,
+temporary unless ``on_completion="keep"``: it is deleted once ``wait`` or
+``stream`` has sent the run's result (workers delete those nobody read). A run's
 status is shown as LangGraph shows it (design §2.12); a run cancelled with
 ``rollback`` is gone for LangGraph, so it answers 404.
 """
 
 from __future__ import annotations
 
+from collections.abc import AsyncIterator
 from typing import Annotated, Any
 
 import orjson
-from fastapi import APIRouter, Depends, Header, Query, Response
+from fastapi import APIRouter, Body, Depends, Header, Query, Response
 from fastapi.responses import StreamingResponse
 
 from tether.runtime import Run, RunNotActiveError, streaming
@@ -46,12 +50,16 @@ def _shown(run: Run) -> dict[str, Any]:
     return shown
 
 
-async def _create(srv: Served, thread_id: str | None, body: RunCreate) -> Run:
+def _check(body: RunCreate) -> None:
     if body.webhook is not None:
         raise ApiError(422, "webhook is not supported by tether serve yet; omit it")
     # The run store accepts every LangGraph mode; the worker refuses those it cannot
     # serve. Refuse them here, before a run is created only to fail.
     streaming.stream_modes(body.stream_mode)
+
+
+async def _create(srv: Served, thread_id: str | None, body: RunCreate) -> Run:
+    _check(body)
     checkpoint_id = body.checkpoint_id or (body.checkpoint or {}).get("checkpoint_id")
     durability = body.durability
     if durability is None and body.checkpoint_during is not None:
@@ -116,12 +124,24 @@ async def _create_response(srv: Served, thread_id: str | None, body: RunCreate) 
     return Response(_json(_shown(run)), media_type="application/json", headers=headers)
 
 
+async def _then_discard(srv: Served, run: Run, body: AsyncIterator[bytes]) -> AsyncIterator[bytes]:
+    """``body``, then the run's temporary thread deleted (once all of it was sent)."""
+    async for chunk in body:
+        yield chunk
+    if run.kwargs.get("temporary"):
+        await srv.discard_temporary(run)
+
+
 async def _wait_response(srv: Served, thread_id: str | None, body: RunCreate) -> Response:
     run = await _create(srv, thread_id, body)
     path = _run_path(run)
     cancel = run.run_id if body.on_disconnect == "cancel" else None
     return StreamingResponse(
-        heartbeat_json(_finished(srv, run.run_id), runtime=srv.runtime, cancel_run=cancel),
+        _then_discard(
+            srv,
+            run,
+            heartbeat_json(_finished(srv, run.run_id), runtime=srv.runtime, cancel_run=cancel),
+        ),
         media_type="application/json",
         headers={"Location": f"{path}/join", "Content-Location": path},
     )
@@ -130,12 +150,11 @@ async def _wait_response(srv: Served, thread_id: str | None, body: RunCreate) ->
 async def _stream_response(srv: Served, thread_id: str | None, body: RunCreate) -> Response:
     run = await _create(srv, thread_id, body)
     path = _run_path(run)
+    frames = run_frames(
+        srv.runtime, run.run_id, cancel_on_disconnect=body.on_disconnect == "cancel"
+    )
     return StreamingResponse(
-        run_frames(
-            srv.runtime,
-            run.run_id,
-            cancel_on_disconnect=body.on_disconnect == "cancel",
-        ),
+        _then_discard(srv, run, frames),
         media_type="text/event-stream",
         headers={"Location": f"{path}/stream", "Content-Location": path},
     )
@@ -153,6 +172,16 @@ async def create_run(thread_id: str, body: RunCreate, srv: Srv) -> Response:
 @router.post("/runs")
 async def create_stateless_run(body: RunCreate, srv: Srv) -> Response:
     return await _create_response(srv, None, body)
+
+
+@router.post("/runs/batch")
+async def create_stateless_runs(
+    srv: Srv, bodies: Annotated[list[RunCreate], Body()]
+) -> list[dict[str, Any]]:
+    """Several stateless runs at once (each is checked before any is created)."""
+    for body in bodies:
+        _check(body)
+    return [_shown(await _create(srv, None, body)) for body in bodies]
 
 
 @router.post("/threads/{thread_id}/runs/wait")
@@ -244,6 +273,19 @@ async def join_run_stream(
         ),
         media_type="text/event-stream",
     )
+
+
+# -- delete ---------------------------------------------------------------------------------
+
+
+@router.delete("/threads/{thread_id}/runs/{run_id}", status_code=204)
+async def delete_run(thread_id: str, run_id: str, srv: Srv) -> Response:
+    """Delete a run that has stopped, with its events (409 while it is pending or running).
+    The thread's checkpoints stay: its state is what the run left."""
+    run = await _run_on(srv, path_id(thread_id), path_id(run_id))
+    _shown(run)
+    await srv.runtime.store.delete_run(run.run_id, tenant=srv.runtime.tenant)
+    return Response(status_code=204)
 
 
 # -- cancel ---------------------------------------------------------------------------------

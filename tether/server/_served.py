@@ -5,24 +5,23 @@
 not offer yet are composed here from public pieces (``Runtime.store``,
 ``Runtime.checkpointer()``, the project's graphs):
 
-- listing assistants: the run store has no listing, so a search sees the
-  project's system assistants plus those created through this server process;
 - thread state and history: read through the thread's graph, compiled with the
-  runtime's checkpointer, as LangGraph's server does;
-- deleting a thread: the run store's rows, then the thread's checkpoints;
+  runtime's checkpointer, as LangGraph's server does (state updates:
+  :mod:`._state`);
+- deleting a stateless run's temporary thread once its result was sent;
 - the ``join`` body (design §2.9).
 """
 
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any, cast
 
 from fastapi import Request
 from langchain_core.runnables import RunnableConfig
 
-from tether.runtime import Run, Runtime, Thread, ids, models
+from tether.runtime import Run, Runtime, Thread
 from tether.runtime import project as projects
 from tether.server._mapping import empty_state, state_json
 
@@ -37,35 +36,26 @@ class Served:
 
     runtime: Runtime
     project: projects.Project
-    created_assistants: list[str] = field(default_factory=list)
-
-    # -- assistants -------------------------------------------------------------------------
-
-    async def assistants(self) -> list[models.Assistant]:
-        """Every assistant this server can list: system ones first, then created ones."""
-        wanted = [ids.system_assistant_id(g) for g in self.project.graph_ids]
-        wanted += [a for a in self.created_assistants if a not in wanted]
-        found = []
-        for assistant_id in wanted:
-            try:
-                found.append(
-                    await self.runtime.store.get_assistant(assistant_id, tenant=self.runtime.tenant)
-                )
-            except LookupError:
-                continue
-        return found
 
     # -- threads ----------------------------------------------------------------------------
 
     async def thread_graph(self, thread: Thread) -> str | None:
-        """The graph whose state the thread holds: its newest run's, else its metadata's."""
+        """The graph whose state the thread holds: its newest run's, else its metadata's,
+        else the one its newest checkpoint names (a copied thread, or one whose runs
+        were deleted)."""
         runs = await self.runtime.list(thread_id=thread.thread_id, limit=1)
         if runs:
             return runs[0].graph_id
         graph_id = thread.metadata.get("graph_id")
+        if isinstance(graph_id, str):
+            return graph_id
+        saver = await self.runtime.checkpointer()
+        head = await saver.aget_tuple(self.config(thread.thread_id, None))
+        graph_id = None if head is None else (head.metadata or {}).get("graph_id")
         return graph_id if isinstance(graph_id, str) else None
 
-    def _config(self, thread_id: str, checkpoint: Mapping[str, Any] | None) -> RunnableConfig:
+    def config(self, thread_id: str, checkpoint: Mapping[str, Any] | None) -> RunnableConfig:
+        """The config addressing the thread's checkpoint (its newest without one)."""
         configurable: dict[str, Any] = {"thread_id": thread_id, "checkpoint_ns": ""}
         for key, value in (checkpoint or {}).items():
             if key in ("checkpoint_id", "checkpoint_ns", "checkpoint_map") and value is not None:
@@ -84,7 +74,7 @@ class Served:
         graph_id = await self.thread_graph(thread)
         if graph_id is None or graph_id not in self.project.graph_ids:
             return empty_state(thread_id)
-        config = self._config(thread_id, checkpoint)
+        config = self.config(thread_id, checkpoint)
         saver = await self.runtime.checkpointer()
         async with self.project.graph(graph_id, config, saver) as graph:
             if await saver.aget_tuple(config) is None:
@@ -106,14 +96,14 @@ class Served:
         graph_id = await self.thread_graph(thread)
         if graph_id is None or graph_id not in self.project.graph_ids:
             return []
-        config = self._config(thread_id, checkpoint)
+        config = self.config(thread_id, checkpoint)
         saver = await self.runtime.checkpointer()
         states = []
         async with self.project.graph(graph_id, config, saver) as graph:
             async for snapshot in graph.aget_state_history(
                 config,
                 limit=limit,
-                before=self._config(thread_id, before) if before else None,
+                before=self.config(thread_id, before) if before else None,
                 filter=dict(metadata) if metadata else None,
             ):
                 states.append(state_json(snapshot))
@@ -121,8 +111,17 @@ class Served:
 
     async def delete_thread(self, thread_id: str) -> None:
         """Delete the thread, its runs and events, then its checkpoints."""
-        await self.runtime.store.delete_thread(thread_id, tenant=self.runtime.tenant)
-        await (await self.runtime.checkpointer()).adelete_thread(thread_id)
+        await self.runtime.delete_thread(thread_id)
+
+    async def discard_temporary(self, run: Run) -> None:
+        """Delete a stateless run's temporary thread once its result was sent (design
+        §2.5); a thread another call deleted first is fine."""
+        try:
+            thread = await self.runtime.get_thread(run.thread_id)
+            if thread.temporary and thread.status != "busy":
+                await self.runtime.delete_thread(run.thread_id)
+        except LookupError:
+            return
 
     # -- runs -------------------------------------------------------------------------------
 

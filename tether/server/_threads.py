@@ -1,15 +1,26 @@
-"""Threads: create, get, search, count, delete, state and history (design §2.2)."""
+"""Threads: create, get, update, search, count, delete, copy, prune, state and history
+(design §2.2)."""
 
 from __future__ import annotations
 
 from typing import Annotated, Any
 
-from fastapi import APIRouter, Depends, Query, Response
+import orjson
+from fastapi import APIRouter, Depends, Header, Query, Response
 
+from tether.server import _state, _thread_search
 from tether.server._errors import ApiError
 from tether.server._mapping import thread_json
 from tether.server._paths import path_id
-from tether.server._payloads import HistoryRequest, StateAtCheckpoint, ThreadCreate, ThreadSearch
+from tether.server._payloads import (
+    HistoryRequest,
+    StateAtCheckpoint,
+    StateUpdate,
+    ThreadCreate,
+    ThreadPrune,
+    ThreadSearch,
+    ThreadUpdate,
+)
 from tether.server._served import Served, served
 
 __all__ = ["router"]
@@ -46,8 +57,6 @@ async def delete_thread(thread_id: str, srv: Srv) -> Response:
 
 
 async def _search(srv: Served, body: ThreadSearch, *, limit: int, offset: int) -> list[Any]:
-    if body.values:
-        raise ApiError(422, "searching threads by values is not supported by tether serve yet")
     if limit < 1 or offset < 0:
         raise ApiError(422, f"limit must be at least 1 and offset at least 0: {limit}, {offset}")
     if body.ids is not None:
@@ -59,7 +68,13 @@ async def _search(srv: Served, body: ThreadSearch, *, limit: int, offset: int) -
                 continue
         if body.status is not None:
             found = [t for t in found if t.status == body.status]
+        if body.metadata:
+            found = [t for t in found if _thread_search.contains(t.metadata, body.metadata)]
+        if body.values:
+            found = [t for t in found if _thread_search.contains(t.values, body.values)]
         return found[offset : offset + limit]
+    if _thread_search.needs_scan(body):
+        return (await _thread_search.scan(srv.runtime, body))[offset : offset + limit]
     return await srv.runtime.store.list_threads(
         tenant=srv.runtime.tenant,
         status=body.status,
@@ -72,11 +87,13 @@ async def _search(srv: Served, body: ThreadSearch, *, limit: int, offset: int) -
 @router.post("/threads/search")
 async def search_threads(body: ThreadSearch, srv: Srv) -> list[dict[str, Any]]:
     found = await _search(srv, body, limit=body.limit, offset=body.offset)
-    return [thread_json(t) for t in found]
+    return [_thread_search.selected(thread_json(t), body.select) for t in found]
 
 
 @router.post("/threads/count")
 async def count_threads(body: ThreadSearch, srv: Srv) -> int:
+    if _thread_search.needs_scan(body) and body.ids is None:
+        return len(await _thread_search.scan(srv.runtime, body))
     total = 0
     while True:
         page = await _search(srv, body, limit=_PAGE, offset=total)
@@ -129,3 +146,44 @@ async def get_history(
         metadata=None,
         checkpoint=None,
     )
+
+
+@router.patch("/threads/{thread_id}")
+async def update_thread(
+    thread_id: str,
+    body: ThreadUpdate,
+    srv: Srv,
+    prefer: Annotated[str | None, Header()] = None,
+) -> Response:
+    if body.ttl is not None:
+        raise ApiError(422, "ttl is not supported by tether serve yet; omit it")
+    thread = await srv.runtime.store.update_thread(
+        path_id(thread_id), tenant=srv.runtime.tenant, metadata=body.metadata
+    )
+    if prefer is not None and "return=minimal" in prefer:
+        return Response(status_code=204)
+    return _json_response(thread_json(thread))
+
+
+@router.post("/threads/{thread_id}/state")
+async def update_state(thread_id: str, body: StateUpdate, srv: Srv) -> dict[str, Any]:
+    checkpoint = dict(body.checkpoint or {})
+    if body.checkpoint_id and "checkpoint_id" not in checkpoint:
+        checkpoint["checkpoint_id"] = body.checkpoint_id
+    return await _state.update_state(
+        srv, path_id(thread_id), body.values, as_node=body.as_node, checkpoint=checkpoint or None
+    )
+
+
+@router.post("/threads/{thread_id}/copy")
+async def copy_thread(thread_id: str, srv: Srv) -> dict[str, Any]:
+    return thread_json(await _state.copy_thread(srv, path_id(thread_id)))
+
+
+@router.post("/threads/prune")
+async def prune_threads(body: ThreadPrune, srv: Srv) -> dict[str, int]:
+    return {"pruned_count": await _state.prune_threads(srv, body.thread_ids, body.strategy)}
+
+
+def _json_response(value: Any) -> Response:
+    return Response(orjson.dumps(value), media_type="application/json")

@@ -17,18 +17,7 @@ router = APIRouter()
 
 # (method, path, the SDK call that uses it)
 MISSING: tuple[tuple[str, str, str], ...] = (
-    ("PATCH", "/assistants/{assistant_id}", "assistants.update"),
-    ("DELETE", "/assistants/{assistant_id}", "assistants.delete"),
-    ("POST", "/assistants/{assistant_id}/versions", "assistants.get_versions"),
-    ("POST", "/assistants/{assistant_id}/latest", "assistants.set_latest"),
-    ("GET", "/assistants/{assistant_id}/subgraphs", "assistants.get_subgraphs"),
-    ("PATCH", "/threads/{thread_id}", "threads.update"),
-    ("POST", "/threads/{thread_id}/state", "threads.update_state"),
-    ("POST", "/threads/{thread_id}/copy", "threads.copy"),
-    ("POST", "/threads/prune", "threads.prune"),
     ("GET", "/threads/{thread_id}/stream", "threads.join_stream"),
-    ("DELETE", "/threads/{thread_id}/runs/{run_id}", "runs.delete"),
-    ("POST", "/runs/batch", "runs.create_batch"),
     ("POST", "/threads/{thread_id}/runs/crons", "crons.create_for_thread"),
     ("POST", "/runs/crons", "crons.create"),
     ("POST", "/runs/crons/search", "crons.search"),

@@ -174,3 +174,20 @@ def test_tether_keys_rotate_reseals_the_run_store(tmp_path: Path) -> None:
             return (await store.get_run(run_id)).input
 
     assert asyncio.run(read()) == {"resume": SECRET}
+
+
+async def test_recorded_and_copied_thread_state_is_sealed_for_its_thread(
+    store_url: str,
+) -> None:
+    async with open_run_store(store_url, encryption=KEYS) as store:
+        await store.setup()
+        await store.create_thread(thread_id="src")
+        interrupts = {"task": [{"id": "i1", "value": SECRET}]}
+        await store.record_thread_state(
+            "src", values={"m": SECRET}, interrupts=interrupts, status="interrupted"
+        )
+        copy = await store.copy_thread("src", new_thread_id="dst")
+        assert SECRET not in _everything(store_url)
+        assert (copy.values, copy.interrupts) == ({"m": SECRET}, interrupts)
+        found = await store.get_thread("dst")
+        assert (found.values, found.interrupts) == ({"m": SECRET}, interrupts)

@@ -3,14 +3,18 @@
 from __future__ import annotations
 
 import asyncio
+from datetime import timedelta
 from typing import Annotated, Any
 
 from langchain_core.language_models.fake_chat_models import GenericFakeChatModel
 from langchain_core.messages import AIMessage
+from langchain_core.runnables import RunnableConfig
 from langgraph.graph import END, START, StateGraph
 from langgraph.graph.message import add_messages
 from langgraph.types import interrupt
 from typing_extensions import TypedDict
+
+from tether.approvals import Approvers, Stop, arequest_approval
 
 
 def _append(left: list[str], right: list[str]) -> list[str]:
@@ -117,6 +121,43 @@ def _chat() -> Any:
 
 
 chat = _chat()
+
+
+def _nested() -> Any:
+    inner = StateGraph(State)
+    inner.add_node("deep", _echo())
+    inner.add_edge(START, "deep")
+    graph = StateGraph(State)
+    graph.add_node("inner", inner.compile())
+    graph.add_edge(START, "inner")
+    return graph.compile()
+
+
+nested = _nested()
+
+
+async def _approve(state: State, config: RunnableConfig) -> dict[str, Any]:
+    outcome = await arequest_approval(
+        "ship",
+        {"text": state.get("text", "")},
+        why="a person checks what ships",
+        approvers=Approvers(users=["dana"]),
+        expires_in=timedelta(hours=1),
+        on_expiry=Stop(),
+        config=config,
+    )
+    return {"answer": outcome.decision, "trace": ["approved"]}
+
+
+def _gated() -> Any:
+    graph = StateGraph(State)
+    graph.add_node("approve", _approve)
+    graph.add_edge(START, "approve")
+    graph.add_edge("approve", END)
+    return graph.compile()
+
+
+gated = _gated()
 
 
 def broken() -> Any:

@@ -408,3 +408,84 @@ class RunStore(Protocol):
 
     async def verify(self, run_id: str, fence: int) -> bool:
         """Whether the run is ``running`` under this fence (one round trip)."""
+
+    # -- edits (tether.runtime.store.edits) -----------------------------------------------
+
+    async def update_thread(
+        self, thread_id: str, *, tenant: str = "", metadata: Mapping[str, Any]
+    ) -> Thread:
+        """Merge ``metadata`` into the thread's top-level keys. Raises ``ThreadNotFoundError``."""
+
+    async def record_thread_state(
+        self,
+        thread_id: str,
+        *,
+        tenant: str = "",
+        values: Any,
+        interrupts: Mapping[str, Any],
+        status: Literal["idle", "interrupted"],
+    ) -> Thread:
+        """Record the thread's values, interrupts and status after a state update made
+        outside a run. Raises ``ThreadNotFoundError``, or ``ThreadBusyError`` while a run
+        is pending or running on it."""
+
+    async def copy_thread(
+        self, thread_id: str, *, tenant: str = "", new_thread_id: str | None = None
+    ) -> Thread:
+        """A new thread with the source's metadata, values and interrupts (no runs, no
+        checkpoints). Raises ``ThreadNotFoundError`` / ``AlreadyExistsError``."""
+
+    async def delete_temporary_threads(
+        self, *, ended_before: datetime, limit: int = 100
+    ) -> list[str]:
+        """Delete the temporary threads whose runs all stopped before ``ended_before``
+        (every tenant; not their checkpoints); their ids."""
+
+    async def delete_run(self, run_id: str, *, tenant: str = "") -> Run:
+        """Delete a stopped run and its events. Raises ``RunNotFoundError``, or
+        ``ThreadBusyError`` while it is pending or running."""
+
+    async def update_assistant(
+        self,
+        assistant_id: str,
+        *,
+        tenant: str = "",
+        graph_id: str | None = None,
+        config: Mapping[str, Any] | None = None,
+        context: Mapping[str, Any] | None = None,
+        metadata: Mapping[str, Any] | None = None,
+        name: str | None = None,
+        description: str | None = None,
+    ) -> Assistant:
+        """A new version of the assistant, now its latest (metadata merged)."""
+
+    async def assistant_versions(
+        self,
+        assistant_id: str,
+        *,
+        tenant: str = "",
+        metadata: Mapping[str, Any] | None = None,
+        limit: int = 10,
+        offset: int = 0,
+    ) -> list[Assistant]:
+        """The assistant's versions, newest first."""
+
+    async def set_assistant_version(
+        self, assistant_id: str, version: int, *, tenant: str = ""
+    ) -> Assistant:
+        """Make a stored version the latest. Raises ``AssistantNotFoundError``."""
+
+    async def delete_assistant(self, assistant_id: str, *, tenant: str = "") -> Assistant:
+        """Delete the assistant and its versions (not a graph's system assistant)."""
+
+    async def list_assistants(
+        self,
+        *,
+        tenant: str = "",
+        graph_id: str | None = None,
+        name: str | None = None,
+        metadata: Mapping[str, Any] | None = None,
+        limit: int = 10,
+        offset: int = 0,
+    ) -> list[Assistant]:
+        """The tenant's and the shared assistants, oldest first, filtered."""

@@ -32,6 +32,7 @@ from tether.runtime.models import (
 from tether.runtime.store import control
 from tether.runtime.store.base import Created, NewEvent, NewRun
 from tether.runtime.store.control import NewAssistant
+from tether.runtime.store.edits import EditPlane
 from tether.runtime.store.resealing import ResealCounts, reseal
 from tether.runtime.store.rows import Dialect
 from tether.runtime.store.validation import ValidRun, check_mapping, encode, validate
@@ -39,8 +40,9 @@ from tether.runtime.store.validation import ValidRun, check_mapping, encode, val
 __all__ = ["ControlPlane"]
 
 
-class ControlPlane(ABC):
-    """Assistants, threads, runs and event reads (see :class:`~.base.RunStore`)."""
+class ControlPlane(EditPlane, ABC):
+    """Assistants, threads, runs and event reads (see :class:`~.base.RunStore`), and
+    the edits of :class:`~.edits.EditPlane`."""
 
     # -- hooks a backend implements ---------------------------------------------------------
 

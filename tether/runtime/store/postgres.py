@@ -45,6 +45,7 @@ from tether.runtime.store.control import NewAssistant
 from tether.runtime.store.crons import CronPlane
 from tether.runtime.store.encoding import dumps
 from tether.runtime.store.postgres_crons import PostgresCronHooks
+from tether.runtime.store.postgres_edits import PostgresEditHooks
 from tether.runtime.store.postgres_worker import Cursor, insert_events
 from tether.runtime.store.rows import POSTGRES, Dialect
 from tether.runtime.store.sealing import Sealer
@@ -107,7 +108,7 @@ async def _one(cur: Cursor) -> DictRow:
     return row
 
 
-class PostgresRunStore(PostgresCronHooks, CronPlane):
+class PostgresRunStore(PostgresEditHooks, PostgresCronHooks, CronPlane):
     """The run store on PostgreSQL. Open it with ``open_run_store("postgresql://…")``."""
 
     dialect: Literal["postgres"] = "postgres"

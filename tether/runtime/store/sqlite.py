@@ -44,6 +44,7 @@ from tether.runtime.store.encoding import dumps
 from tether.runtime.store.rows import SQLITE, Dialect
 from tether.runtime.store.sealing import Sealer
 from tether.runtime.store.sqlite_crons import SqliteCronHooks
+from tether.runtime.store.sqlite_edits import SqliteEditHooks
 from tether.runtime.store.sqlite_worker import RunDB, insert_events
 from tether.runtime.store.validation import ValidRun
 
@@ -204,7 +205,7 @@ def _resume(
     return _run(db, run_id)
 
 
-class SqliteRunStore(SqliteCronHooks, CronPlane):
+class SqliteRunStore(SqliteEditHooks, SqliteCronHooks, CronPlane):
     """The run store on SQLite. Open it with ``open_run_store("sqlite:///path")``."""
 
     dialect: Literal["sqlite"] = "sqlite"
