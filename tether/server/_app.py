@@ -6,21 +6,27 @@ import asyncio
 import contextlib
 import logging
 from collections.abc import AsyncIterator, Mapping
-from contextlib import asynccontextmanager
+from contextlib import AsyncExitStack, asynccontextmanager
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
 from fastapi import FastAPI
+from fastapi.responses import JSONResponse
 
 from tether._version import __version__
 from tether.runtime import Runtime, Worker
 from tether.runtime import project as projects
 from tether.runtime import worker as workers_module
 from tether.server import _assistants, _graphs, _runs, _threads, _unsupported
+from tether.server._authn import ApiKeys, Authentication, AuthError, Gate, NoAuth
+from tether.server._caller import Caller
+from tether.server._custom_auth import CustomAuth, load_auth
 from tether.server._errors import install_error_handlers
 from tether.server._http import custom_app, custom_lifespan, with_cors, with_custom_routes
 from tether.server._paths import SegmentPaths
 from tether.server._served import Served
+from tether.server.apikeys import open_key_store
 
 __all__ = ["create_app"]
 
@@ -33,6 +39,7 @@ def create_app(
     *,
     workers: int = 0,
     worker_options: Mapping[str, Any] | None = None,
+    no_auth: bool = False,
 ) -> TetherApp:
     """A FastAPI app speaking the LangGraph Agent Server API over ``runtime``.
 
@@ -45,6 +52,10 @@ def create_app(
             with the app (0: runs are executed by ``tether worker`` processes).
         worker_options: Keyword arguments for each worker (``concurrency``,
             ``lease``, ``shutdown_grace``, checkpointer options).
+        no_auth: Serve every request as the anonymous caller of the default
+            tenant (local development). Otherwise requests are authenticated by
+            the project's ``auth.path``, else by the API keys kept in the run
+            store's database (``tether apikeys``).
 
     Returns:
         The ASGI app (see :class:`TetherApp`).
@@ -55,10 +66,20 @@ def create_app(
     started: list[Worker] = []
     loops: list[asyncio.AbstractEventLoop] = []
     stopping: set[str] = set()  # {"workers"} once stop_workers() ran
+    auth = None if no_auth else load_auth(loaded)
+    gate = Gate()
 
     @asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
-        async with runtime, custom_lifespan(custom):
+        async with runtime, custom_lifespan(custom), AsyncExitStack() as stack:
+            if no_auth:
+                gate.authenticator = NoAuth()
+            elif auth is not None:
+                gate.authenticator = CustomAuth(auth, app.router.routes)
+            else:
+                gate.authenticator = ApiKeys(
+                    await stack.enter_async_context(open_key_store(runtime.url))
+                )
             # the system assistants exist before the first request
             await workers_module.register_graphs(runtime.store, loaded.graph_ids)
             app.state.tether = Served(runtime, loaded)
@@ -85,6 +106,11 @@ def create_app(
 
     app = FastAPI(title="tether", version=__version__, lifespan=lifespan)
     install_error_handlers(app)
+    app.state.tether_scope = _scoper(gate)
+
+    @app.exception_handler(AuthError)
+    async def refused(_: Any, exc: AuthError) -> JSONResponse:
+        return JSONResponse({"detail": exc.detail}, exc.status, headers=exc.headers)
 
     @app.get("/ok")
     async def ok() -> dict[str, bool]:
@@ -106,7 +132,8 @@ def create_app(
     app.include_router(_graphs.router)
     app.include_router(_runs.router)
     app.include_router(_unsupported.router)  # last: a real route always wins
-    outer = with_cors(with_custom_routes(SegmentPaths(app), custom), loaded.http)
+    api = SegmentPaths(Authentication(app, gate))
+    outer = with_cors(with_custom_routes(api, custom), loaded.http)
     return TetherApp(outer, app, started, loops, stopping)
 
 
@@ -149,6 +176,21 @@ class TetherApp:
         for loop in self._loops:
             for worker in self._workers:
                 loop.call_soon_threadsafe(worker.stop)
+
+
+def _scoper(gate: Gate) -> Any:
+    """How a request's :class:`Served` is made from the app's: scoped to the caller's
+    tenant, and guarded by the ``@auth.on`` handlers of an ``auth.path`` project."""
+
+    def scope(found: Served, caller: Caller) -> Served:
+        authenticator = gate.authenticator
+        if isinstance(authenticator, CustomAuth):
+            from tether.server._guard import guarded
+
+            return guarded(found, caller, authenticator)
+        return replace(found, runtime=found.runtime.scoped(caller.tenant))
+
+    return scope
 
 
 def _report_stopped(task: asyncio.Task[None]) -> None:
