@@ -180,6 +180,10 @@ async def test_tenant_b_finds_nothing_of_tenant_a(keyed: Keyed) -> None:
     for call in missing:
         await is_404(call)
     await is_404(_drain(b.runs.join_stream(thread_id, run_id)))
+    await is_404(_drain(b.runs.stream(thread_id, "echo", input={})))
+    history = await a.threads.get_history(thread_id)
+    fork_from = history[-1]["checkpoint"]["checkpoint_id"]
+    await is_404(b.runs.create(thread_id, "echo", input={}, checkpoint_id=fork_from))
     await is_404(b.runs.create(None, assistant_id, input={}))  # a's assistant, stateless
     async with httpx.AsyncClient(base_url=keyed.base, headers={"x-api-key": keyed.bob}) as http:
         post = await http.post(f"/threads/{thread_id}/state/checkpoint", json={"checkpoint": {}})

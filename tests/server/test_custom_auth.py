@@ -127,3 +127,10 @@ async def test_created_assistants_are_their_owners(base: str) -> None:
     assert (await bob.assistants.get("echo"))["graph_id"] == "echo"  # shared system ones
     searched = await alice.assistants.search(limit=100)
     assert made["assistant_id"] in {a["assistant_id"] for a in searched}
+
+
+async def test_custom_routes_are_authenticated_when_the_project_asks(base: str) -> None:
+    async with httpx.AsyncClient(base_url=base) as http:
+        assert (await http.get("/whoami")).status_code == 401
+        me = await http.get("/whoami", headers={"x-user": "alice"})
+        assert me.json() == {"identity": "alice", "permissions": ["approver"]}

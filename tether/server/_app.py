@@ -19,7 +19,14 @@ from tether.runtime import Runtime, Worker
 from tether.runtime import project as projects
 from tether.runtime import worker as workers_module
 from tether.server import _assistants, _graphs, _runs, _threads, _unsupported
-from tether.server._authn import ApiKeys, Authentication, AuthError, Gate, NoAuth
+from tether.server._authn import (
+    ApiKeys,
+    AuthenticatedRoutes,
+    Authentication,
+    AuthError,
+    Gate,
+    NoAuth,
+)
 from tether.server._caller import Caller
 from tether.server._custom_auth import CustomAuth, load_auth
 from tether.server._errors import install_error_handlers
@@ -133,7 +140,10 @@ def create_app(
     app.include_router(_runs.router)
     app.include_router(_unsupported.router)  # last: a real route always wins
     api = SegmentPaths(Authentication(app, gate))
-    outer = with_cors(with_custom_routes(api, custom), loaded.http)
+    routed = custom
+    if custom is not None and (loaded.http or {}).get("enable_custom_route_auth") is True:
+        routed = AuthenticatedRoutes(custom, gate)
+    outer = with_cors(with_custom_routes(api, routed), loaded.http)
     return TetherApp(outer, app, started, loops, stopping)
 
 

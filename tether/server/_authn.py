@@ -12,7 +12,8 @@ One :class:`Authenticator` per app, chosen at startup:
 A refused request is answered ``{"detail": ...}`` with the status the
 authenticator chose (401 unless a custom handler raised another) and never
 reaches a route. ``/ok`` and ``/info`` are answered without authentication, as
-LangGraph's server answers them.
+LangGraph's server answers them; so are the project's ``http.app`` routes unless
+``http.enable_custom_route_auth`` is true (LangGraph's option).
 """
 
 from __future__ import annotations
@@ -20,13 +21,22 @@ from __future__ import annotations
 import logging
 from typing import Any, Protocol
 
+from starlette.authentication import AuthCredentials
 from starlette.requests import Request
 from starlette.responses import JSONResponse
 
 from tether.server._caller import ANONYMOUS, AuthUser, Caller
 from tether.server.apikeys import KeyStore
 
-__all__ = ["ApiKeys", "AuthError", "Authentication", "Authenticator", "NoAuth", "presented_key"]
+__all__ = [
+    "ApiKeys",
+    "AuthError",
+    "AuthenticatedRoutes",
+    "Authentication",
+    "Authenticator",
+    "NoAuth",
+    "presented_key",
+]
 
 log = logging.getLogger("tether.server")
 
@@ -128,7 +138,21 @@ class Authentication:
             await answer(scope, receive, send)
             return
         scope.setdefault("state", {})["tether_caller"] = found
+        scope["user"] = found.user  # request.user, as Starlette's AuthenticationMiddleware sets it
+        scope["auth"] = AuthCredentials(list(found.roles))
         await self.app(scope, _replayed(request, receive), send)
+
+
+class AuthenticatedRoutes:
+    """The project's ``http.app`` with its requests authenticated too
+    (``http.enable_custom_route_auth``): its routes see ``request.user``."""
+
+    def __init__(self, app: Any, gate: Gate) -> None:
+        self.routes = app.routes
+        self._app = Authentication(app, gate)
+
+    async def __call__(self, scope: dict[str, Any], receive: Any, send: Any) -> None:
+        await self._app(scope, receive, send)
 
 
 def _replayed(request: Request, receive: Any) -> Any:

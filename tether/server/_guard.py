@@ -324,6 +324,10 @@ class GuardedRuntime(Runtime):
     def store(self) -> RunStore:
         return cast(RunStore, self._guarded)
 
+    def scoped(self, tenant: str) -> Runtime:
+        """Refused: a request's runtime acts for its caller and no one else."""
+        raise RuntimeError("a request's runtime acts for its caller only; it cannot be re-scoped")
+
 
 @dataclasses.dataclass
 class GuardedServed(Served):
