@@ -8,6 +8,9 @@ tenant of its own.
 
 from __future__ import annotations
 
+import json
+import subprocess
+import sys
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -134,3 +137,23 @@ async def test_custom_routes_are_authenticated_when_the_project_asks(base: str) 
         assert (await http.get("/whoami")).status_code == 401
         me = await http.get("/whoami", headers={"x-user": "alice"})
         assert me.json() == {"identity": "alice", "permissions": ["approver"]}
+
+
+def test_an_auth_path_that_is_not_an_auth_object_is_named(tmp_path: Path) -> None:
+    agents = Path(__file__).parent / "project" / "agents.py"
+    (tmp_path / "auth.py").write_text("auth = 42\n")
+    (tmp_path / "langgraph.json").write_text(
+        json.dumps({"graphs": {"echo": f"{agents}:echo"}, "auth": {"path": "./auth.py:auth"}})
+    )
+    done = subprocess.run(
+        [sys.executable, "-m", "tether", "serve", "--config", str(tmp_path / "langgraph.json")],
+        capture_output=True,
+        text=True,
+        cwd=tmp_path,
+        timeout=120,
+        check=False,
+    )
+    assert done.returncode == 1
+    assert "auth.path" in done.stderr
+    assert "expected a langgraph_sdk.Auth object, got int" in done.stderr
+    assert "Traceback" not in done.stderr
