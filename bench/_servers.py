@@ -19,3 +19,13 @@ def bench_servers() -> Iterator[dict[str, str]]:
         services.start_postgres()
         services.start_redis()
         yield dict(services.urls)
+
+
+@contextlib.contextmanager
+def bench_postgres() -> Iterator[str]:
+    """A PostgreSQL server URL: the test command's, or a throwaway one started here."""
+    if os.environ.get(ENV_POSTGRES):
+        yield os.environ[ENV_POSTGRES]
+        return
+    with Services() as services:
+        yield services.start_postgres()

@@ -149,12 +149,6 @@ async def test_a_killed_worker_s_run_finishes_on_another_with_no_duplicate_effec
 
 
 @pytest.mark.slow
-@pytest.mark.xfail(
-    reason="known defect, open in the runtime issue: checkpoints are fenced by "
-    "verify-then-write, and a worker stopped between the two stored one checkpoint after "
-    "the takeover (PostgreSQL); on SQLite no worker took over while the holder was stopped",
-    strict=False,
-)
 async def test_a_stopped_worker_whose_lease_was_taken_commits_nothing_after_it_wakes(
     runtime: Runtime, workers: Workers, runtime_url: str
 ) -> None:
@@ -166,9 +160,9 @@ async def test_a_stopped_worker_whose_lease_was_taken_commits_nothing_after_it_w
     holder = (await runtime.get(run.run_id)).worker_id
     assert holder is not None
     index = int(holder[1:])
-    workers.signal(index, signal.SIGSTOP)
+    workers.stop(index)
     # Another worker takes the run over once the lease expires.
-    for _ in range(200):
+    for _ in range(600):
         now = await runtime.get(run.run_id)
         if now.worker_id not in (None, holder):
             break

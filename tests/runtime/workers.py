@@ -10,6 +10,7 @@ from __future__ import annotations
 import contextlib
 import os
 import signal
+import sqlite3
 import subprocess
 import sys
 import time
@@ -81,6 +82,25 @@ class Workers:
     def signal(self, index: int, sig: int) -> None:
         os.kill(self.procs[index].pid, sig)
 
+    def stop(self, index: int) -> None:
+        """SIGSTOP worker ``index`` at a moment it is inside no SQLite write transaction.
+
+        SQLite has no server: a process stopped inside a commit keeps the
+        file's one write lock, and every other process on the file waits for
+        it until it continues. So on SQLite the worker is stopped, and if it
+        holds the lock it is continued and stopped again. PostgreSQL needs no
+        care: the server aborts a stopped client's transaction (tether sets
+        ``idle_in_transaction_session_timeout``).
+        """
+        for _ in range(200):
+            self.signal(index, signal.SIGSTOP)
+            _wait_stopped(self.procs[index].pid)
+            if not self.url.startswith(_SQLITE) or _write_lock_free(self.url[len(_SQLITE) :]):
+                return
+            self.signal(index, signal.SIGCONT)
+            time.sleep(0.01)
+        raise AssertionError(f"worker {index} held the SQLite write lock at every stop")
+
     def kill9(self, index: int) -> None:
         self.signal(index, signal.SIGKILL)
         self.procs[index].wait(10)
@@ -115,6 +135,35 @@ class Workers:
         for proc in self.procs:
             with contextlib.suppress(subprocess.TimeoutExpired):
                 proc.wait(10)
+
+
+_SQLITE = "sqlite:///"
+
+
+def _wait_stopped(pid: int) -> None:
+    """Until every thread of ``pid`` is stopped (SIGSTOP is delivered asynchronously)."""
+    for _ in range(1000):
+        states = []
+        for task in Path(f"/proc/{pid}/task").iterdir():
+            with contextlib.suppress(FileNotFoundError):
+                states.append((task / "stat").read_text().rpartition(")")[2].split()[0])
+        if all(state in ("T", "t") for state in states):
+            return
+        time.sleep(0.001)
+    raise AssertionError(f"process {pid} did not stop")
+
+
+def _write_lock_free(path: str) -> bool:
+    """Whether a write transaction can start on the SQLite file (live writers are waited for)."""
+    db = sqlite3.connect(path, timeout=1, isolation_level=None)
+    try:
+        db.execute("BEGIN IMMEDIATE")
+        db.execute("ROLLBACK")
+        return True
+    except sqlite3.OperationalError:
+        return False
+    finally:
+        db.close()
 
 
 def _status_field(pid: int, name: str) -> int:

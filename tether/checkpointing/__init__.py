@@ -35,6 +35,15 @@ from tether.checkpointing.encryption import (
 )
 
 if TYPE_CHECKING:
+    from tether.checkpointing._fencing import (
+        assert_fence,
+        drop_fence,
+        fence_errors,
+        hold_fence,
+        install_sqlite_fence,
+        lease_lost,
+        transaction_fence,
+    )
     from tether.checkpointing.rotation import RotationReport, rotate_keys
 
 __all__ = [
@@ -49,16 +58,23 @@ __all__ = [
     "RotationReport",
     "TamperedCiphertextError",
     "aad",
+    "assert_fence",
     "backend_of",
     "check_run_ids",
+    "drop_fence",
+    "fence_errors",
+    "hold_fence",
     "innermost",
+    "install_sqlite_fence",
     "key_ring_for",
     "known_backends",
+    "lease_lost",
     "open_checkpointer",
     "open_checkpointer_sync",
     "parse_url",
     "redact",
     "rotate_keys",
+    "transaction_fence",
 ]
 
 __getattr__ = lazy_attributes(
@@ -66,5 +82,18 @@ __getattr__ = lazy_attributes(
     {
         "RotationReport": "tether.checkpointing.rotation",
         "rotate_keys": "tether.checkpointing.rotation",
+        # In-transaction fencing of a worker's writes (loaded by the savers that use it).
+        **dict.fromkeys(
+            (
+                "assert_fence",
+                "drop_fence",
+                "fence_errors",
+                "hold_fence",
+                "install_sqlite_fence",
+                "lease_lost",
+                "transaction_fence",
+            ),
+            "tether.checkpointing._fencing",
+        ),
     },
 )

@@ -1,11 +1,18 @@
 """PostgreSQL checkpointer: LangGraph's AsyncPostgresSaver, pooled, plus the capabilities
-it lacks (``delete_for_runs`` and ``copy_thread``)."""
+it lacks (``delete_for_runs`` and ``copy_thread``).
+
+Under a worker's guard whose run store shares this database, every write
+transaction starts with ``SELECT tether_assert_fence(run_id, token)``
+(:mod:`tether.checkpointing._fencing`): a worker that lost its run commits
+nothing for it, and gets ``LeaseLostError``.
+"""
 
 from __future__ import annotations
 
+import asyncio
 import math
 from collections.abc import AsyncIterator, Sequence
-from contextlib import asynccontextmanager
+from contextlib import AbstractAsyncContextManager, asynccontextmanager
 from typing import Any
 
 from langchain_core.runnables import RunnableConfig
@@ -14,7 +21,9 @@ from langgraph.checkpoint.base import (
     Checkpoint,
     CheckpointMetadata,
     CheckpointTuple,
+    get_serializable_checkpoint_metadata,
 )
+from langgraph.checkpoint.serde.types import _DeltaSnapshot
 
 from tether.checkpointing._bridge import SyncBridge, read_all
 from tether.checkpointing._cascade import (
@@ -23,14 +32,17 @@ from tether.checkpointing._cascade import (
     delete_records_of_runs,
     delete_records_of_threads,
 )
+from tether.checkpointing._fencing import assert_fence, fence_errors, transaction_fence
 from tether.checkpointing._prune import check_prune_args
 from tether.checkpointing._url import CheckpointerURL, redact
 from tether.errors import BackendUnavailableError, ConfigurationError, MissingDependencyError
 
 try:
     import psycopg
+    from langgraph.checkpoint.postgres import _ainternal
     from langgraph.checkpoint.postgres.aio import AsyncPostgresSaver
-    from psycopg.rows import dict_row
+    from psycopg.rows import DictRow, dict_row
+    from psycopg.types.json import Jsonb
     from psycopg_pool import AsyncConnectionPool
 except ImportError as exc:
     raise MissingDependencyError("the PostgreSQL checkpointer", "postgres") from exc
@@ -43,6 +55,17 @@ __all__ = [
 ]
 
 _OPTIONS = {"min_size", "max_size", "connect_timeout"}
+_SETUP_ATTEMPTS = 20
+# Serialises open_postgres' setup across processes (see _set_up_alone).
+_SETUP_LOCK = 0x7E7E_5702
+# What a concurrent run of the same migration raises (two CREATE INDEX
+# CONCURRENTLY on one table wait for each other; the server aborts one).
+_SETUP_RACES = (
+    psycopg.errors.DeadlockDetected,
+    psycopg.errors.UniqueViolation,
+    psycopg.errors.DuplicateTable,
+    psycopg.errors.DuplicateObject,
+)
 
 # Blobs no remaining checkpoint of the thread refers to.
 _DELETE_ORPHAN_BLOBS = """
@@ -72,25 +95,13 @@ _COPY_SQL = (
 )
 
 
-class _BlobText:
-    """A text channel value that goes to ``checkpoint_blobs`` instead of inline.
-
-    Upstream keeps a channel whose value is a plain ``str`` inside the
-    checkpoint's ``jsonb`` column, and ``jsonb`` cannot hold U+0000: a state
-    with a NUL anywhere in a top-level text channel (a pasted document, a
-    binary-ish tool output) failed the whole write with
-    ``UntranslatableCharacter``. Wrapped in this, the value is not a primitive,
-    so upstream stores it as a blob; :meth:`PostgresSaver._dump_blobs` unwraps it
-    first, so the blob holds the text itself and reads back unchanged.
-    """
-
-    __slots__ = ("text",)
-
-    def __init__(self, text: str) -> None:
-        self.text = text
+_INLINE = (str, int, float, bool)
 
 
 def _has_nul(value: object) -> bool:
+    """Text ``jsonb`` cannot hold: upstream keeps plain text inline in the checkpoint's
+    ``jsonb``, and a NUL failed the whole write (``UntranslatableCharacter``); such a
+    value is stored as a blob instead, and reads back exactly."""
     return isinstance(value, str) and "\x00" in value
 
 
@@ -99,9 +110,61 @@ class PostgresSaver(SyncBridge, AsyncPostgresSaver):
 
     Works from async code directly and from sync code through
     :func:`tether.open_checkpointer_sync`. A listing may be abandoned at any
-    point, from sync or async code. Text holding NUL characters is stored
-    exactly (see :class:`_BlobText`).
+    point, from sync or async code. Writes made for a run check its fence in
+    their own transaction (see the module's docstring). Text holding NUL
+    characters is stored exactly (see :func:`_has_nul`). No saver call waits
+    for a thread of the event loop's pool while it holds the saver's lock (see
+    :meth:`aput`).
     """
+
+    @asynccontextmanager
+    async def _cursor(
+        self, *, pipeline: bool = False
+    ) -> AsyncIterator[psycopg.AsyncCursor[DictRow]]:
+        """Upstream's cursor; a write cursor (``pipeline=True``) checks the run's fence first.
+
+        Upstream asks for ``pipeline=True`` exactly for its writes (``aput``,
+        ``aput_writes``, ``adelete_thread``). Under a same-database guard the
+        cursor opens an explicit transaction whose first statement is
+        ``tether_assert_fence``, queued in the same pipeline; the transaction
+        makes the boundary independent of where psycopg places its ``Sync``.
+        """
+        if not pipeline or self.pipe is not None or transaction_fence() is None:
+            async with super()._cursor(pipeline=pipeline) as cur:
+                yield cur
+            return
+        async with self.lock, _ainternal.get_connection(self.conn) as conn, fence_errors():
+            pipe: AbstractAsyncContextManager[Any] = (
+                conn.pipeline() if self.supports_pipeline else _nothing()
+            )
+            async with (
+                pipe,
+                conn.transaction(),
+                conn.cursor(binary=True, row_factory=dict_row) as cur,
+            ):
+                await assert_fence(cur)
+                yield cur
+
+    async def setup(self) -> None:
+        """Upstream's migrations, run again when another process ran one at the same moment.
+
+        Upstream records each migration with a plain ``INSERT`` and cannot
+        take a lock around them (some create indexes ``CONCURRENTLY``, which
+        no transaction may enclose), so two processes starting together (two
+        workers) could both run a migration and the second failed with a
+        duplicate key or a deadlock. :func:`open_postgres` serialises its
+        setups with an advisory lock; for a saver set up another way, every
+        migration is idempotent (``IF NOT EXISTS``), so the loser runs
+        ``setup`` again from the version now recorded.
+        """
+        for attempt in range(_SETUP_ATTEMPTS):
+            try:
+                await super().setup()
+                return
+            except _SETUP_RACES:
+                if attempt == _SETUP_ATTEMPTS - 1:
+                    raise
+                await asyncio.sleep(0.05 * (attempt + 1))
 
     async def aput(
         self,
@@ -110,24 +173,83 @@ class PostgresSaver(SyncBridge, AsyncPostgresSaver):
         metadata: CheckpointMetadata,
         new_versions: ChannelVersions,
     ) -> RunnableConfig:
-        """Upstream's ``aput``, with text that ``jsonb`` cannot hold sent to the blobs."""
-        values = checkpoint["channel_values"]
-        if any(_has_nul(v) for v in values.values()):
-            checkpoint = checkpoint.copy()
-            checkpoint["channel_values"] = {
-                k: _BlobText(v) if _has_nul(v) else v for k, v in values.items()
-            }
-        return await super().aput(config, checkpoint, metadata, new_versions)
+        """Save a checkpoint: upstream's statements, with its values serialized first.
 
-    def _dump_blobs(
-        self,
-        thread_id: str,
-        checkpoint_ns: str,
-        values: dict[str, Any],
-        versions: ChannelVersions,
-    ) -> list[tuple[str, str, str, str, str, bytes | None]]:
-        plain = {k: v.text if isinstance(v, _BlobText) else v for k, v in values.items()}
-        return super()._dump_blobs(thread_id, checkpoint_ns, plain, versions)
+        Upstream serializes the blobs with ``asyncio.to_thread`` *while it holds
+        the saver's lock and a connection*. A worker runs sync nodes on that
+        same thread pool; when every pool thread is a sync node waiting for the
+        saver (a durable tool's record, a checkpoint read), the thread that
+        would release the lock never comes, and the worker hangs for good (6
+        runs at once on 2 CPUs). Here the values are serialized before the
+        lock is taken, on the calling loop (no pool thread needed). Text that
+        ``jsonb`` cannot hold goes to the blobs (:func:`_has_nul`).
+        """
+        configurable = config["configurable"]
+        thread_id = configurable["thread_id"]
+        checkpoint_ns = configurable["checkpoint_ns"]
+        inline = dict(checkpoint["channel_values"])
+        blob_values: dict[str, Any] = {}
+        for key, value in checkpoint["channel_values"].items():
+            if isinstance(value, _DeltaSnapshot):
+                blob_values[key] = inline.pop(key)
+                inline[key] = True  # upstream's marker: the value is in the blobs
+            elif _has_nul(value) or not (value is None or isinstance(value, _INLINE)):
+                blob_values[key] = inline.pop(key)
+        versions = {k: v for k, v in new_versions.items() if k in blob_values}
+        blobs = self._dump_blobs(thread_id, checkpoint_ns, blob_values, versions)
+        stored = {**checkpoint, "channel_values": inline}
+        meta = Jsonb(get_serializable_checkpoint_metadata(config, metadata))
+        async with self._cursor(pipeline=True) as cur:
+            if blobs:
+                await cur.executemany(self.UPSERT_CHECKPOINT_BLOBS_SQL, blobs)
+            await cur.execute(
+                self.UPSERT_CHECKPOINTS_SQL,
+                (
+                    thread_id,
+                    checkpoint_ns,
+                    checkpoint["id"],
+                    configurable.get("checkpoint_id"),
+                    Jsonb(stored),
+                    meta,
+                ),
+            )
+        return {
+            "configurable": {
+                "thread_id": thread_id,
+                "checkpoint_ns": checkpoint_ns,
+                "checkpoint_id": checkpoint["id"],
+            }
+        }
+
+    async def _load_checkpoint_tuple(self, value: DictRow) -> CheckpointTuple:
+        """Upstream's, with pending writes loaded here rather than on a pool thread.
+
+        Upstream calls it while it holds the saver's lock (``aget_tuple``,
+        ``alist``); see :meth:`aput` for why that must not wait for a thread.
+        """
+        checkpoint: Checkpoint = value["checkpoint"]
+        values = {
+            **(checkpoint.get("channel_values") or {}),
+            **self._load_blobs(value["channel_values"]),
+        }
+        parent = value["parent_checkpoint_id"]
+        return CheckpointTuple(
+            self._address(value, value["checkpoint_id"]),
+            {**checkpoint, "channel_values": values},
+            value["metadata"],
+            self._address(value, parent) if parent else None,
+            self._load_writes(value["pending_writes"]),
+        )
+
+    @staticmethod
+    def _address(value: DictRow, checkpoint_id: str) -> RunnableConfig:
+        return {
+            "configurable": {
+                "thread_id": value["thread_id"],
+                "checkpoint_ns": value["checkpoint_ns"],
+                "checkpoint_id": checkpoint_id,
+            }
+        }
 
     async def alist(
         self,
@@ -154,7 +276,8 @@ class PostgresSaver(SyncBridge, AsyncPostgresSaver):
         ids = check_run_ids(run_ids)
         if not ids:
             return
-        async with self._cursor() as cur, cur.connection.transaction():
+        async with fence_errors(), self._cursor() as cur, cur.connection.transaction():
+            await assert_fence(cur)
             await cur.execute(
                 "DELETE FROM checkpoints WHERE metadata ->> 'run_id' = ANY(%s) RETURNING thread_id",
                 (ids,),
@@ -187,6 +310,11 @@ class PostgresSaver(SyncBridge, AsyncPostgresSaver):
     # Upstream's sync list steps alist from the caller's thread; see _bridged_list.
     # Assigned last: the name would shadow the builtin in the annotations above.
     list = SyncBridge._bridged_list
+
+
+@asynccontextmanager
+async def _nothing() -> AsyncIterator[None]:
+    yield
 
 
 def _pool_options(options: dict[str, Any]) -> tuple[int, int, float]:
@@ -231,9 +359,8 @@ async def open_postgres(url: CheckpointerURL, **options: Any) -> AsyncIterator[P
         # One direct connection first: it fails fast with the server's own reason,
         # where a pool would only time out.
         probe = await psycopg.AsyncConnection.connect(
-            conninfo, connect_timeout=max(1, math.ceil(timeout))
+            conninfo, connect_timeout=max(1, math.ceil(timeout)), autocommit=True
         )
-        await probe.close()
     except psycopg.OperationalError as exc:
         raise BackendUnavailableError(
             f"cannot reach PostgreSQL at {url.where} ({redact(url.url)}): "
@@ -247,10 +374,34 @@ async def open_postgres(url: CheckpointerURL, **options: Any) -> AsyncIterator[P
         kwargs={"autocommit": True, "prepare_threshold": 0, "row_factory": dict_row},
         configure=abort_idle_transactions,
     )
-    await pool.open(wait=True, timeout=timeout)
     try:
+        await pool.open(wait=True, timeout=timeout)
         saver = PostgresSaver(pool)
-        await saver.setup()
+        await _set_up_alone(saver, probe)
+    except BaseException:
+        await pool.close()
+        raise
+    finally:
+        await probe.close()
+    try:
         yield saver
     finally:
         await pool.close()
+
+
+async def _set_up_alone(saver: PostgresSaver, conn: psycopg.AsyncConnection[Any]) -> None:
+    """``saver.setup()`` while no other tether process sets up this database.
+
+    The lock is a session advisory lock on ``conn`` (not one of the pool's
+    connections, so a pool of one still works), taken with ``pg_try_`` and
+    polled: a session *waiting* for the lock would hold a snapshot, and the
+    migrations' ``CREATE INDEX CONCURRENTLY`` waits for every older snapshot.
+    Closing ``conn`` releases it.
+    """
+    while True:
+        cur = await conn.execute("SELECT pg_try_advisory_lock(%s)", (_SETUP_LOCK,))
+        row = await cur.fetchone()
+        if row is not None and row[0]:
+            break
+        await asyncio.sleep(0.05)
+    await saver.setup()

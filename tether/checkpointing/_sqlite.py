@@ -1,16 +1,36 @@
-"""SQLite checkpointer: LangGraph's AsyncSqliteSaver plus the capabilities it lacks."""
+"""SQLite checkpointer: LangGraph's AsyncSqliteSaver plus the capabilities it lacks.
+
+Its writes (``aput``, ``aput_writes``, ``adelete_for_runs``) are each one
+``BEGIN IMMEDIATE … COMMIT`` run in a single hop on the connection's thread.
+Upstream executes the statement, returns to the event loop and then commits,
+so a process stopped (SIGSTOP, a debugger, a VM pause) between the two held
+SQLite's write lock, and every other process on the file (workers taking over
+this one's runs included) waited for it; a failed statement left the
+transaction, and the lock, open until the next commit. A worker's fence
+(:mod:`tether.checkpointing._fencing`) is checked by triggers inside that
+same transaction.
+"""
 
 from __future__ import annotations
 
 import json
-from collections.abc import AsyncIterator, Sequence
+import sqlite3
+from collections.abc import AsyncIterator, Callable, Sequence
 from contextlib import asynccontextmanager
-from typing import Any
+from typing import Any, TypeVar
 
 from langchain_core.runnables import RunnableConfig
-from langgraph.checkpoint.base import CheckpointTuple
+from langgraph.checkpoint.base import (
+    WRITES_IDX_MAP,
+    ChannelVersions,
+    Checkpoint,
+    CheckpointMetadata,
+    CheckpointTuple,
+    get_checkpoint_metadata,
+)
 from langgraph.constants import TASKS
 
+from tether.boundaries import Fence
 from tether.checkpointing._bridge import SyncBridge, read_all
 from tether.checkpointing._cascade import (
     check_run_ids,
@@ -18,6 +38,7 @@ from tether.checkpointing._cascade import (
     delete_records_of_runs,
     delete_records_of_threads,
 )
+from tether.checkpointing._fencing import drop_sqlite_fence, hold_sqlite_fence, lease_lost
 from tether.checkpointing._prune import (
     DELTA_MARKERS,
     CheckpointRow,
@@ -39,7 +60,9 @@ except ImportError as exc:  # pragma: no cover - both are core dependencies
 
     raise MissingDependencyError("the SQLite checkpointer", "sqlite") from exc
 
-__all__ = ["SqliteSaver", "open_sqlite"]
+__all__ = ["SqliteSaver", "open_sqlite", "write_transaction"]
+
+T = TypeVar("T")
 
 # Orphaned writes: rows whose checkpoint no longer exists in the same thread/namespace.
 _DELETE_ORPHAN_WRITES = """
@@ -64,6 +87,28 @@ _ROWS = (
 
 def _marks(values: Sequence[Any]) -> str:
     return ", ".join("?" for _ in values)
+
+
+def write_transaction(db: sqlite3.Connection, fn: Callable[[sqlite3.Connection], T]) -> T:
+    """``fn(db)`` as one ``BEGIN IMMEDIATE`` transaction: committed, or rolled back.
+
+    Runs on the connection's thread, start to end, so the write lock is never
+    held across an ``await``. A refused fence becomes ``LeaseLostError``.
+    """
+    if db.in_transaction:  # left open by someone else's failed statement
+        db.commit()
+    # IMMEDIATE takes the write lock before any read.
+    db.execute("BEGIN IMMEDIATE")
+    try:
+        result = fn(db)
+    except BaseException as exc:
+        db.rollback()
+        lost = lease_lost(exc)
+        if lost is not None:
+            raise lost from exc
+        raise
+    db.commit()
+    return result
 
 
 class SqliteSaver(SyncBridge, AsyncSqliteSaver):
@@ -94,20 +139,107 @@ class SqliteSaver(SyncBridge, AsyncSqliteSaver):
         for item in page:
             yield item
 
+    async def _write(self, fn: Callable[[sqlite3.Connection], T]) -> T:
+        """``fn`` as one write transaction on the connection's thread, under the lock."""
+        await self.setup()
+        async with self.lock:
+            result: T = await self.conn._execute(lambda: write_transaction(self.conn._conn, fn))
+            return result
+
+    async def aput(
+        self,
+        config: RunnableConfig,
+        checkpoint: Checkpoint,
+        metadata: CheckpointMetadata,
+        new_versions: ChannelVersions,
+    ) -> RunnableConfig:
+        """Upstream's ``aput``, as one transaction in one hop (see the module's docstring)."""
+        configurable = config["configurable"]
+        thread_id = configurable["thread_id"]
+        checkpoint_ns = configurable["checkpoint_ns"]
+        type_, serialized = self.serde.dumps_typed(checkpoint)
+        meta = json.dumps(get_checkpoint_metadata(config, metadata), ensure_ascii=False)
+        row = (
+            str(thread_id),
+            checkpoint_ns,
+            checkpoint["id"],
+            configurable.get("checkpoint_id"),
+            type_,
+            serialized,
+            meta.encode("utf-8", "ignore"),
+        )
+        await self._write(
+            lambda db: db.execute(
+                "INSERT OR REPLACE INTO checkpoints (thread_id, checkpoint_ns, checkpoint_id, "
+                "parent_checkpoint_id, type, checkpoint, metadata) VALUES (?, ?, ?, ?, ?, ?, ?)",
+                row,
+            )
+        )
+        return {
+            "configurable": {
+                "thread_id": thread_id,
+                "checkpoint_ns": checkpoint_ns,
+                "checkpoint_id": checkpoint["id"],
+            }
+        }
+
+    async def aput_writes(
+        self,
+        config: RunnableConfig,
+        writes: Sequence[tuple[str, Any]],
+        task_id: str,
+        task_path: str = "",
+    ) -> None:
+        """Upstream's ``aput_writes``, as one transaction in one hop."""
+        verb = "REPLACE" if all(w[0] in WRITES_IDX_MAP for w in writes) else "IGNORE"
+        configurable = config["configurable"]
+        rows = [
+            (
+                str(configurable["thread_id"]),
+                str(configurable["checkpoint_ns"]),
+                str(configurable["checkpoint_id"]),
+                task_id,
+                task_path,
+                WRITES_IDX_MAP.get(channel, idx),
+                channel,
+                *self.serde.dumps_typed(value),
+            )
+            for idx, (channel, value) in enumerate(writes)
+        ]
+        await self._write(
+            lambda db: db.executemany(
+                f"INSERT OR {verb} INTO writes (thread_id, checkpoint_ns, checkpoint_id, "
+                "task_id, task_path, idx, channel, type, value) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                rows,
+            )
+        )
+
+    async def hold_fence(self, fence: Fence) -> None:
+        """Refuse this connection's writes of ``fence.thread_id`` once the fence moves on."""
+        await self.setup()
+        async with self.lock:
+            await self.conn._execute(lambda: hold_sqlite_fence(self.conn._conn, fence))
+
+    async def drop_fence(self, fence: Fence) -> None:
+        """Stop checking ``fence`` (the run was finished or released)."""
+        async with self.lock:
+            await self.conn._execute(lambda: drop_sqlite_fence(self.conn._conn, fence))
+
     async def adelete_for_runs(self, run_ids: Sequence[str]) -> None:
         """Delete every checkpoint (and its writes) whose metadata ``run_id`` is listed."""
         ids = check_run_ids(run_ids)
         if not ids:
             return
-        await self.setup()
-        async with self.lock:
-            await self.conn.execute(
+
+        def delete(db: sqlite3.Connection) -> None:
+            db.execute(
                 "DELETE FROM checkpoints WHERE json_extract(CAST(metadata AS TEXT), '$.run_id') "
                 f"IN ({_marks(ids)})",
                 ids,
             )
-            await self.conn.execute(_DELETE_ORPHAN_WRITES)
-            await self.conn.commit()
+            db.execute(_DELETE_ORPHAN_WRITES)
+
+        await self._write(delete)
         await delete_records_of_runs(self, ids)
 
     async def adelete_thread(self, thread_id: str) -> None:

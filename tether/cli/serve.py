@@ -60,8 +60,10 @@ def register(subparsers: Any) -> None:
         "--no-auth",
         action="store_true",
         help=(
-            "local development only: no authentication, every request acts for the default "
-            "tenant (without it: the project's auth.path, else API keys from `tether apikeys`)"
+            "local development only: no authentication, every API request acts for the "
+            "default tenant and the approvals inbox trusts the user a request names "
+            "(x-tether-user header, or its login form); without it: the project's auth.path, "
+            "else API keys from `tether apikeys`"
         ),
     )
     parser.set_defaults(handler=_serve)

@@ -2,23 +2,32 @@
 
 :class:`RunSaver` sits on top of whatever the checkpoints live on (any of the
 four backends, encrypted or not). While a run executes under a guard
-(:func:`tether.boundaries.current_guard`):
+(:func:`tether.boundaries.current_guard`), every write (``aput``,
+``aput_writes``, deletes) is refused once another worker holds the run: the
+worker writes nothing more and stops with
+:class:`~tether.boundaries.LeaseLostError` (LangGraph neither retries it nor
+records an error for the task). Where that is checked depends on where the
+checkpoints live:
 
-* every write (``aput``, ``aput_writes``, deletes) first asks the run store,
-  in one round trip, whether this worker still holds the run under its fence;
-  a worker whose run was taken over writes nothing and stops with
-  :class:`~tether.boundaries.LeaseLostError` (LangGraph neither retries it nor
-  records an error for the task);
-* every checkpoint read is checked against the run's tenant: a checkpoint
-  stamped with another tenant raises :class:`TenantMismatchError` instead of
-  being loaded.
+* **the run store's own database** (``guard.same_database``: the checkpoints
+  URL is the run store's PostgreSQL database or SQLite file): the backend
+  saver checks the fence *inside the write's transaction*
+  (``tether_assert_fence`` on PostgreSQL, TEMP triggers on SQLite; see
+  :mod:`tether.checkpointing`). There is no window: a write either commits
+  before the takeover or is refused after it. This layer adds nothing.
+* **anywhere else** (Redis, another database, ``memory://``): this layer asks
+  the run store first, in one round trip, whether the worker still holds the
+  run (``guard.verify()``), then writes. The window is that round trip: a
+  worker stopped exactly between the two can store one more checkpoint after a
+  takeover. The in-memory lease check before every effect
+  (``boundary("tool.before")``) and the step log's put-if-absent records bound
+  what such a write can do: it can add a checkpoint the new holder's next write
+  supersedes, never an effect.
 
-Outside a run (the API reading state, a person's decision) it is a plain
-pass-through. The window left by verify-then-write is one round trip: a worker
-stopped exactly between the two can write once more after a takeover. The
-in-memory lease check before every effect (``boundary("tool.before")``) and the
-step log's put-if-absent records bound what such a write can do: it can add a
-checkpoint the new holder's next write supersedes, never an effect.
+Every checkpoint read is checked against the run's tenant: a checkpoint
+stamped with another tenant raises :class:`TenantMismatchError` instead of
+being loaded. Outside a run (the API reading state, a person's decision) it is
+a plain pass-through.
 """
 
 from __future__ import annotations
@@ -47,8 +56,9 @@ class RunSaver(DelegatingSaver):
     """Fences writes and checks tenants for the run executing in the current context."""
 
     async def _fenced(self) -> None:
+        """Verify the claim first, unless the backend checks it in the write's transaction."""
         guard = current_guard()
-        if guard is not None:
+        if guard is not None and not guard.same_database:
             await guard.verify()
 
     def _check_tenant(self, item: CheckpointTuple | None) -> None:

@@ -34,7 +34,7 @@ from pathlib import Path
 from typing import Any
 
 from tether.boundaries import Fence
-from tether.checkpointing import ENV_KEYS, open_checkpointer
+from tether.checkpointing import ENV_KEYS, drop_fence, hold_fence, open_checkpointer
 from tether.runtime.context import RunContext
 from tether.runtime.errors import FenceLostError
 from tether.runtime.execution import Execution
@@ -250,7 +250,9 @@ class Worker:
             lease=self.lease,
             margin=self.margin,
             confirmed_at=confirmed_at,
-            same_database=False,
+            # Checkpoints and records beside the run store check the fence in
+            # their own transactions; elsewhere RunSaver verifies before writing.
+            same_database=self.checkpoints_url == self.url,
             verifier=lambda fence: store.verify(fence.run_id, fence.token),
             deadline=deadline,
             step_timeout=self.step_timeout if run.step_timeout_s is None else run.step_timeout_s,
@@ -271,12 +273,17 @@ class Worker:
 
         async def execute() -> None:
             try:
+                if ctx.same_database:
+                    await hold_fence(execution.saver, ctx.fence)
                 result = await execution.run(claim, ctx)
                 if result is not None:
                     log.info("worker %s: run %s is %s", self.worker_id, run.run_id, result.status)
             except Exception:
                 log.exception("worker %s: run %s failed in the worker", self.worker_id, run.run_id)
             finally:
+                if ctx.same_database:
+                    with contextlib.suppress(Exception):
+                        await drop_fence(execution.saver, ctx.fence)
                 self._held.pop(run.run_id, None)
                 self.finished += 1
                 notifier.publish_local("runs")

@@ -18,11 +18,12 @@ from tether._version import __version__
 from tether.runtime import Runtime, Worker
 from tether.runtime import project as projects
 from tether.runtime import worker as workers_module
-from tether.server import _assistants, _graphs, _runs, _threads, _unsupported
+from tether.server import _assistants, _graphs, _runs, _threads, _unsupported, inbox
 from tether.server._authn import (
     ApiKeys,
     AuthenticatedRoutes,
     Authentication,
+    Authenticator,
     AuthError,
     Gate,
     NoAuth,
@@ -31,6 +32,7 @@ from tether.server._caller import Caller
 from tether.server._custom_auth import CustomAuth, load_auth
 from tether.server._errors import install_error_handlers
 from tether.server._http import custom_app, custom_lifespan, with_cors, with_custom_routes
+from tether.server._identity import set_no_auth
 from tether.server._paths import SegmentPaths
 from tether.server._served import Served
 from tether.server.apikeys import open_key_store
@@ -62,7 +64,8 @@ def create_app(
         no_auth: Serve every request as the anonymous caller of the default
             tenant (local development). Otherwise requests are authenticated by
             the project's ``auth.path``, else by the API keys kept in the run
-            store's database (``tether apikeys``).
+            store's database (``tether apikeys``). With ``no_auth`` the approvals
+            inbox trusts the user a request names (``tether.server._identity``).
 
     Returns:
         The ASGI app (see :class:`TetherApp`).
@@ -79,14 +82,7 @@ def create_app(
     @asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
         async with runtime, custom_lifespan(custom), AsyncExitStack() as stack:
-            if no_auth:
-                gate.authenticator = NoAuth()
-            elif auth is not None:
-                gate.authenticator = CustomAuth(auth, app.router.routes)
-            else:
-                gate.authenticator = ApiKeys(
-                    await stack.enter_async_context(open_key_store(runtime.url))
-                )
+            gate.authenticator = await _authenticator(no_auth, auth, runtime, app, stack)
             # the system assistants exist before the first request
             await workers_module.register_graphs(runtime.store, loaded.graph_ids)
             app.state.tether = Served(runtime, loaded)
@@ -113,6 +109,7 @@ def create_app(
 
     app = FastAPI(title="tether", version=__version__, lifespan=lifespan)
     install_error_handlers(app)
+    set_no_auth(app, no_auth)
     app.state.tether_scope = _scoper(gate)
 
     @app.exception_handler(AuthError)
@@ -138,6 +135,8 @@ def create_app(
     app.include_router(_threads.router)
     app.include_router(_graphs.router)
     app.include_router(_runs.router)
+    app.include_router(inbox.api_router)
+    app.include_router(inbox.pages_router)
     app.include_router(_unsupported.router)  # last: a real route always wins
     api = SegmentPaths(Authentication(app, gate))
     routed = custom
@@ -186,6 +185,17 @@ class TetherApp:
         for loop in self._loops:
             for worker in self._workers:
                 loop.call_soon_threadsafe(worker.stop)
+
+
+async def _authenticator(
+    no_auth: bool, auth: Any, runtime: Runtime, app: FastAPI, stack: AsyncExitStack
+) -> Authenticator:
+    """``--no-auth``, the project's ``auth.path``, else the run store's API keys."""
+    if no_auth:
+        return NoAuth()
+    if auth is not None:
+        return CustomAuth(auth, app.router.routes)
+    return ApiKeys(await stack.enter_async_context(open_key_store(runtime.url)))
 
 
 def _scoper(gate: Gate) -> Any:

@@ -105,7 +105,7 @@ class ApiKeys:
                 "is_authenticated": True,
             }
         )
-        return Caller(key.user, key.tenant, key.roles, user)
+        return Caller(key.user, key.tenant, key.roles, user, f"api-key:{key.key_id}")
 
 
 class Gate:

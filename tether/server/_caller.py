@@ -77,15 +77,18 @@ class Caller:
         tenant: The tenant every runtime call of the request acts for.
         roles: The user's roles (an API key's, or the handler's ``permissions``).
         user: What ``@auth.on`` handlers get as ``ctx.user``.
+        source: How the identity was established (``api-key:<key id>``,
+            ``auth.path``, ``no-auth``), recorded with an approval's decision.
     """
 
     identity: str
     tenant: str = ""
     roles: tuple[str, ...] = ()
     user: AuthUser = field(default_factory=lambda: AuthUser({"identity": "anonymous"}))
+    source: str = "no-auth"
 
 
-ANONYMOUS = Caller("anonymous", "", (), AuthUser({"identity": "anonymous"}))
+ANONYMOUS = Caller("anonymous", "", (), AuthUser({"identity": "anonymous"}), "no-auth")
 """The caller of every request when the server runs with ``--no-auth``."""
 
 

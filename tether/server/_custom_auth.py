@@ -199,7 +199,7 @@ def _caller(user: Any) -> Caller:
     if isinstance(permissions, str) or not all(isinstance(p, str) for p in permissions):
         raise AuthError(500, "the user's permissions must be a list of strings")
     fields["permissions"] = list(permissions)
-    return Caller(identity, str(tenant), tuple(permissions), AuthUser(fields, source))
+    return Caller(identity, str(tenant), tuple(permissions), AuthUser(fields, source), "auth.path")
 
 
 def _check_filter(filters: Mapping[str, Any], resource: str, action: str, depth: int = 0) -> None:

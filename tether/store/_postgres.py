@@ -1,4 +1,10 @@
-"""Records for the PostgreSQL checkpointer: two tables reached through the saver's pool."""
+"""Records for the PostgreSQL checkpointer: two tables reached through the saver's pool.
+
+Under a worker's guard whose run store shares this database, every write
+transaction starts with the run's fence check (``tether_assert_fence``, queued
+in the same pipeline as the write), so records and steps of a run the worker
+lost are refused in their own transaction, as ``LeaseLostError``.
+"""
 
 from __future__ import annotations
 
@@ -12,6 +18,7 @@ from langgraph.checkpoint.postgres import _ainternal
 from psycopg.rows import dict_row
 from psycopg_pool import AsyncConnectionPool
 
+from tether.checkpointing import assert_fence, fence_errors, transaction_fence
 from tether.store._record import RawRecord, StepPayload
 
 __all__ = ["PostgresDriver"]
@@ -70,6 +77,11 @@ async def _append(cur: Any, thread_id: str, step: StepPayload) -> int:
     return index
 
 
+@asynccontextmanager
+async def _nothing() -> AsyncIterator[None]:
+    yield
+
+
 def _raw(row: dict[str, Any]) -> RawRecord:
     return RawRecord(
         row["kind"],
@@ -113,6 +125,25 @@ class PostgresDriver:
         async with self._saver.lock, conn_cursor(self._saver.conn) as cur:
             yield cur
 
+    @asynccontextmanager
+    async def _write(self, *, atomic: bool = True) -> AsyncIterator[Any]:
+        """A cursor for a write: in a transaction that first checks the run's fence, if any.
+
+        Fenced, the transaction runs in pipeline mode, so the check travels
+        with the write's own statements. Unfenced, a single-statement write
+        (``atomic=False``) runs as it is, in autocommit.
+        """
+        async with fence_errors(), self._cursor() as cur:
+            conn = cur.connection
+            if transaction_fence() is None:
+                async with conn.transaction() if atomic else _nothing():
+                    yield cur
+                return
+            pipe = conn.pipeline() if self._saver.supports_pipeline else _nothing()
+            async with pipe, conn.transaction():
+                await assert_fence(cur)
+                yield cur
+
     async def _setup(self) -> None:
         async with self._setup_lock:
             if self._ready:
@@ -124,14 +155,14 @@ class PostgresDriver:
             self._ready = True
 
     async def insert(self, raw: RawRecord) -> bool:
-        async with self._cursor() as cur:
+        async with self._write(atomic=False) as cur:
             await cur.execute(
                 _INSERT + "ON CONFLICT (kind, key) DO NOTHING RETURNING seq", _params(raw)
             )
             return await cur.fetchone() is not None
 
     async def upsert(self, raw: RawRecord) -> None:
-        async with self._cursor() as cur:
+        async with self._write(atomic=False) as cur:
             await cur.execute(
                 _INSERT + "ON CONFLICT (kind, key) DO UPDATE SET value = excluded.value",
                 _params(raw),
@@ -157,12 +188,12 @@ class PostgresDriver:
         return [_raw(row) for row in rows]
 
     async def append_step(self, thread_id: str, step: StepPayload) -> int:
-        async with self._cursor() as cur, cur.connection.transaction():
+        async with self._write() as cur:
             return await _append(cur, thread_id, step)
 
     async def put_with_step(self, raw: RawRecord, replace: bool, step: StepPayload) -> int | None:
         conflict = "DO UPDATE SET value = excluded.value" if replace else "DO NOTHING"
-        async with self._cursor() as cur, cur.connection.transaction():
+        async with self._write() as cur:
             await cur.execute(
                 _INSERT + f"ON CONFLICT (kind, key) {conflict} RETURNING seq", _params(raw)
             )
@@ -180,11 +211,11 @@ class PostgresDriver:
         return [(int(r["idx"]), str(r["value"])) for r in rows]
 
     async def delete_thread(self, thread_id: str) -> None:
-        async with self._cursor() as cur, cur.connection.transaction():
+        async with self._write() as cur:
             await cur.execute("DELETE FROM tether_records WHERE thread_id = %s", (thread_id,))
             await cur.execute("DELETE FROM tether_steps WHERE thread_id = %s", (thread_id,))
 
     async def delete_runs(self, run_ids: builtins.list[str]) -> None:
-        async with self._cursor() as cur, cur.connection.transaction():
+        async with self._write() as cur:
             await cur.execute("DELETE FROM tether_records WHERE run_id = ANY(%s)", (run_ids,))
             await cur.execute("DELETE FROM tether_steps WHERE run_id = ANY(%s)", (run_ids,))

@@ -2,7 +2,10 @@
 
 Every operation is one function run on aiosqlite's connection thread (one
 hop instead of one per statement), under the saver's lock, so tether's writes
-never interleave with the saver's.
+never interleave with the saver's, and no write transaction stays open across
+an ``await``. The saver's connection carries a worker's fences (TEMP triggers,
+see :mod:`tether.checkpointing`), so records and steps of a run the worker
+lost are refused inside their own transaction, as ``LeaseLostError``.
 """
 
 from __future__ import annotations
@@ -13,6 +16,7 @@ import sqlite3
 from collections.abc import Callable
 from typing import Any, TypeVar
 
+from tether.checkpointing import install_sqlite_fence, lease_lost
 from tether.store._record import RawRecord, StepPayload
 
 __all__ = ["SqliteDriver"]
@@ -103,6 +107,7 @@ class SqliteDriver:
             db: sqlite3.Connection = self._saver.conn._conn
             if not self._ready:
                 _create_schema(db)
+                install_sqlite_fence(db)  # the fence triggers of the tables just created
                 journal = db.execute("PRAGMA journal_mode").fetchone()[0]
                 level = int(db.execute("PRAGMA synchronous").fetchone()[0])
                 # In WAL mode our commits can skip the fsync (synchronous=NORMAL)
@@ -137,8 +142,11 @@ class SqliteDriver:
                 db.execute("BEGIN IMMEDIATE")
                 try:
                     result = fn(db)
-                except BaseException:
+                except BaseException as exc:
                     db.rollback()
+                    lost = lease_lost(exc)
+                    if lost is not None:
+                        raise lost from exc
                     raise
                 db.commit()
                 return result

@@ -91,6 +91,45 @@ def _pause_graph() -> Any:
 pause = _pause_graph()
 
 
+def _ask_once_graph() -> Any:
+    """Interrupts at once (a question for a person); one more node after the answer."""
+    graph = StateGraph(Trace)
+    graph.add_node("ask", _ask)
+    graph.add_node("after", _step("after"))
+    graph.add_edge(START, "ask")
+    graph.add_edge("ask", "after")
+    graph.add_edge("after", END)
+    return graph.compile()
+
+
+ask_once = _ask_once_graph()
+
+
+def _hold(state: Trace) -> dict[str, Any]:
+    """A sync node (it runs on a pool thread) that blocks until ``release`` exists.
+
+    It adds a line to ``holding`` once it blocks, so a test can count the pool
+    threads held.
+    """
+    marker = _workdir() / "release"
+    with (_workdir() / "holding").open("a") as holding:
+        holding.write(f"{os.getpid()}\n")
+    while not marker.exists():
+        time.sleep(0.02)
+    return {"trace": ["held"]}
+
+
+def _hold_graph() -> Any:
+    graph = StateGraph(Trace)
+    graph.add_node("hold", _hold)
+    graph.add_edge(START, "hold")
+    graph.add_edge("hold", END)
+    return graph.compile()
+
+
+hold = _hold_graph()
+
+
 async def _tick(state: Trace) -> dict[str, Any]:
     await asyncio.sleep(0.1)
     return {"n": state.get("n", 0) + 1, "trace": [f"tick{state.get('n', 0)}"]}

@@ -1,0 +1,180 @@
+"""Checkpoints and records beside the run store refuse a stale fence inside their transaction.
+
+A worker that passed every check before its write (its verify said "still
+yours", as it does for a worker stopped between the two) and then lost the run
+to a takeover writes nothing: the saver's ``aput`` and ``aput_writes`` and the
+record store's writes fail with ``LeaseLostError`` inside their own
+transaction, on PostgreSQL (``tether_assert_fence``) and on SQLite (TEMP
+triggers on the saver's connection).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections.abc import AsyncIterator, Awaitable, Callable
+from contextlib import asynccontextmanager
+from typing import Any
+
+import pytest
+from langchain_core.runnables import RunnableConfig
+from langgraph.checkpoint.base import BaseCheckpointSaver, empty_checkpoint
+
+from tests.runtime.store.actions import SHORT_LEASE, claim_one, create, take_over
+from tether import open_checkpointer
+from tether.boundaries import Fence, LeaseLostError, guarding
+from tether.checkpointing import drop_fence, hold_fence
+from tether.runtime.context import RunContext
+from tether.runtime.saver import RunSaver
+from tether.runtime.store import Claim, Outcome, RunStore
+from tether.store import store_for
+
+THREAD = "t1"
+
+
+def _guard(claim: Claim) -> RunContext:
+    """The guard a worker lends its run; its verify always says "still yours".
+
+    That is what a worker stopped between its verify and its write saw: only
+    the check inside the write's transaction can refuse it.
+    """
+
+    async def still_mine(fence: Fence) -> bool:
+        return True
+
+    run = claim.run
+    return RunContext(
+        fence=Fence(run.run_id, run.thread_id, run.fence),
+        tenant=run.tenant_id,
+        worker_id=claim.hold.worker_id,
+        lease=3600.0,
+        margin=0.0,
+        confirmed_at=time.monotonic(),
+        same_database=True,
+        verifier=still_mine,
+    )
+
+
+@asynccontextmanager
+async def _held(saver: BaseCheckpointSaver[Any], claim: Claim) -> AsyncIterator[RunContext]:
+    """Execute as the claim's worker: its fence held on the saver, its guard in context."""
+    guard = _guard(claim)
+    await hold_fence(saver, guard.fence)
+    try:
+        with guarding(guard):
+            yield guard
+    finally:
+        await drop_fence(saver, guard.fence)
+
+
+def _config(checkpoint_id: str | None = None) -> RunnableConfig:
+    configurable: dict[str, Any] = {"thread_id": THREAD, "checkpoint_ns": ""}
+    if checkpoint_id is not None:
+        configurable["checkpoint_id"] = checkpoint_id
+    return {"configurable": configurable}
+
+
+async def _put(saver: BaseCheckpointSaver[Any]) -> str:
+    checkpoint = empty_checkpoint()
+    await saver.aput(_config(), checkpoint, {"source": "loop", "step": 0}, {})
+    return str(checkpoint["id"])
+
+
+async def _stored(saver: BaseCheckpointSaver[Any]) -> tuple[Any, ...]:
+    """Everything the thread has: checkpoints, pending writes, records, steps."""
+    checkpoints = [c async for c in saver.alist(_config())]
+    writes = [(c.checkpoint["id"], c.pending_writes) for c in checkpoints]
+    records = store_for(saver)
+    return (
+        [c.checkpoint["id"] for c in checkpoints],
+        writes,
+        [r.key for r in await records.list("fence-test", thread_id=THREAD)],
+        await records.steps(THREAD),
+    )
+
+
+Write = Callable[[BaseCheckpointSaver[Any], str], Awaitable[Any]]
+WRITES: dict[str, Write] = {
+    "aput": lambda saver, _: _put(saver),
+    "aput_writes": lambda saver, cid: saver.aput_writes(_config(cid), [("x", 1)], "task-1"),
+    "put (sync)": lambda saver, _: asyncio.to_thread(
+        saver.put, _config(), empty_checkpoint(), {"source": "loop", "step": 1}, {}
+    ),
+    "record insert": lambda saver, _: store_for(saver).insert(
+        "fence-test", "k-insert", {"v": 1}, thread_id=THREAD
+    ),
+    "record upsert": lambda saver, _: store_for(saver).upsert(
+        "fence-test", "k-upsert", {"v": 1}, thread_id=THREAD
+    ),
+    "record insert (sync)": lambda saver, _: asyncio.to_thread(
+        store_for(saver).sync.insert, "fence-test", "k-sync", {"v": 1}, thread_id=THREAD
+    ),
+    "append_step": lambda saver, _: store_for(saver).append_step(THREAD, {"kind": "model"}),
+    "put_with_step": lambda saver, _: store_for(saver).put_with_step(
+        "fence-test", "k-step", {"v": 1}, thread_id=THREAD, step={"kind": "tool"}
+    ),
+}
+
+
+@pytest.mark.parametrize("write", list(WRITES))
+async def test_a_stale_fence_is_refused_inside_the_write_transaction(
+    store: RunStore, store_url: str, write: str
+) -> None:
+    await create(store, THREAD)
+    old = await claim_one(store, "w1", lease=SHORT_LEASE)
+    async with open_checkpointer(store_url, encryption=False) as base:
+        saver = RunSaver(base)
+        async with _held(saver, old):
+            first = await _put(saver)  # the current holder writes
+        new = await take_over(store, "w2")
+        before = await _stored(saver)
+        async with _held(saver, old):
+            with pytest.raises(LeaseLostError):
+                await WRITES[write](saver, first)
+        assert await _stored(saver) == before
+        # The refused write left no lock behind: the new holder writes, on the
+        # saver and on the run store.
+        async with _held(saver, new):
+            await WRITES[write](saver, first)
+        assert await _stored(saver) != before
+        await store.finish(new.hold, Outcome("success", "idle"))
+
+
+async def test_the_current_holder_writes_and_a_finished_run_refuses_it(
+    store: RunStore, store_url: str
+) -> None:
+    await create(store, THREAD)
+    claim = await claim_one(store, "w1")
+    async with open_checkpointer(store_url, encryption=False) as base:
+        saver = RunSaver(base)
+        async with _held(saver, claim):
+            first = await _put(saver)
+            await saver.aput_writes(_config(first), [("x", 1)], "task-1")
+            assert await store_for(saver).insert("fence-test", "k", {"v": 1}, thread_id=THREAD)
+            await store.finish(claim.hold, Outcome("success", "idle"))
+            before = await _stored(saver)
+            with pytest.raises(LeaseLostError):
+                await _put(saver)
+            with pytest.raises(LeaseLostError):
+                await store_for(saver).append_step(THREAD, {"kind": "model"})
+            assert await _stored(saver) == before
+        # Outside a run nothing is fenced: the API and tools write as before.
+        await _put(saver)
+        assert len((await _stored(saver))[0]) == 2
+
+
+async def test_holding_a_fence_leaves_the_saver_reading_fresh_data(
+    store: RunStore, store_url: str
+) -> None:
+    await create(store, THREAD)
+    claim = await claim_one(store, "w1")
+    async with (
+        open_checkpointer(store_url, encryption=False) as saver,
+        open_checkpointer(store_url, encryption=False) as other,
+        _held(saver, claim),
+    ):
+        assert await saver.aget_tuple(_config()) is None
+        written = await _put(other)  # another process writes the thread
+        item = await saver.aget_tuple(_config())
+        assert item is not None
+        assert item.checkpoint["id"] == written

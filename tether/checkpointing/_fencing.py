@@ -1,0 +1,206 @@
+"""Fencing inside the write transaction: a worker that lost its run commits nothing for it.
+
+A worker executing a run lends the layers below it a
+:class:`~tether.boundaries.RunGuard`. When the run store and the checkpoints
+share one database (``guard.same_database``), every write the run makes checks
+the guard's fence *in the same transaction* as the write itself, so there is no
+window between the check and the write:
+
+* **PostgreSQL**: the write transaction starts with
+  ``SELECT tether_assert_fence(run_id, token)`` (a function of the run store's
+  schema). It takes ``FOR SHARE`` on the run row, so a takeover waits for (or
+  skips) the write until it commits; after a takeover it raises SQLSTATE
+  ``TL001`` and the transaction aborts. The saver queues it in the same
+  pipeline as its own statements: no extra round trip.
+* **SQLite**: the saver's connection carries a TEMP table of the fences this
+  process holds, one row per thread (one running run per thread), and TEMP
+  triggers on ``checkpoints``, ``writes``, ``tether_records`` and
+  ``tether_steps`` that abort an insert, update or delete (but of orphaned
+  ``writes``) of a held thread whose fence moved on (``tether_fence_lost``).
+  The trigger runs inside the write's transaction, which holds SQLite's single
+  write lock, so a takeover (another write transaction) is ordered before or
+  after it, never between.
+
+Both errors become :class:`~tether.boundaries.LeaseLostError` (:func:`lease_lost`).
+"""
+
+from __future__ import annotations
+
+import sqlite3
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from typing import Any
+
+from langgraph.checkpoint.base import BaseCheckpointSaver
+
+from tether.boundaries import Fence, LeaseLostError, current_guard
+from tether.checkpointing._delegating import innermost
+
+__all__ = [
+    "ASSERT_FENCE_SQL",
+    "FENCE_LOST",
+    "FENCE_SQLSTATE",
+    "assert_fence",
+    "drop_fence",
+    "drop_sqlite_fence",
+    "fence_errors",
+    "hold_fence",
+    "hold_sqlite_fence",
+    "install_sqlite_fence",
+    "lease_lost",
+    "transaction_fence",
+]
+
+ASSERT_FENCE_SQL = "SELECT tether_assert_fence(%s, %s)"
+FENCE_SQLSTATE = "TL001"  # raised by tether_assert_fence (PostgreSQL)
+FENCE_LOST = "tether_fence_lost"  # raised by the TEMP triggers (SQLite)
+
+# (table, event, the row's thread): one TEMP trigger each. Deletes from ``writes``
+# are left out: removing orphaned writes is a clean-up across threads.
+_FENCED = tuple(
+    (table, event, "OLD" if event == "DELETE" else "NEW")
+    for table in ("checkpoints", "writes", "tether_records", "tether_steps")
+    for event in ("INSERT", "UPDATE", "DELETE")
+    if (table, event) != ("writes", "DELETE")
+)
+_HELD_TABLE = """CREATE TEMP TABLE IF NOT EXISTS tether_held (
+    thread_id TEXT PRIMARY KEY, run_id TEXT NOT NULL, fence INTEGER NOT NULL)"""
+_TRIGGER = """CREATE TEMP TRIGGER IF NOT EXISTS tether_fence_{table}_{event_name}
+BEFORE {event} ON main.{table}
+WHEN EXISTS (SELECT 1 FROM temp.tether_held h WHERE h.thread_id = {row}.thread_id)
+ AND NOT EXISTS (SELECT 1 FROM temp.tether_held h
+                   JOIN main.tether_runs r ON r.run_id = h.run_id AND r.fence = h.fence
+                                          AND r.status = 'running'
+                  WHERE h.thread_id = {row}.thread_id)
+BEGIN SELECT RAISE(ABORT, '{lost}'); END"""
+
+
+def transaction_fence() -> Fence | None:
+    """The fence a write in this context must check in its own transaction, if any.
+
+    ``None`` outside a run, and when the run store lives elsewhere than the
+    checkpoints (then the runtime verifies before the write instead).
+    """
+    guard = current_guard()
+    if guard is None or not guard.same_database:
+        return None
+    return guard.fence
+
+
+def lease_lost(exc: BaseException) -> LeaseLostError | None:
+    """The :class:`LeaseLostError` a database error means, or ``None`` for any other error.
+
+    PostgreSQL's ``tether_assert_fence`` raises SQLSTATE ``TL001``; SQLite's
+    fence triggers raise ``IntegrityError('tether_fence_lost')``.
+    """
+    lost = getattr(exc, "sqlstate", None) == FENCE_SQLSTATE or (
+        isinstance(exc, sqlite3.IntegrityError) and FENCE_LOST in str(exc)
+    )
+    if not lost:
+        return None
+    guard = current_guard()
+    which = (
+        f"run {guard.fence.run_id} (fence {guard.fence.token})" if guard is not None else "a run"
+    )
+    return LeaseLostError(
+        f"{which}: the write was refused in its transaction because another worker "
+        "holds the run now; nothing was written"
+    )
+
+
+async def assert_fence(cur: Any) -> None:
+    """PostgreSQL: check the run's fence as the next statement of ``cur``'s transaction.
+
+    A no-op without a same-database guard in this context. The caller opened
+    the transaction; in pipeline mode the check is queued with the statements
+    that follow it, so it costs no round trip. Wrap the transaction in
+    :func:`fence_errors`, which sees the error wherever psycopg raises it.
+    """
+    fence = transaction_fence()
+    if fence is not None:
+        await cur.execute(ASSERT_FENCE_SQL, (fence.run_id, fence.token))
+
+
+@asynccontextmanager
+async def fence_errors() -> AsyncIterator[None]:
+    """Raise :class:`LeaseLostError` for a refused fence raised in the block."""
+    try:
+        yield
+    except Exception as exc:
+        lost = lease_lost(exc)
+        if lost is not None:
+            raise lost from exc
+        raise
+
+
+def install_sqlite_fence(db: sqlite3.Connection) -> None:
+    """Create the TEMP fence table and the triggers of every fenced table that exists.
+
+    Idempotent; run on the saver's own connection (TEMP objects are per
+    connection). A table created later gets its triggers at the next call.
+    """
+    db.execute(_HELD_TABLE)
+    tables = {
+        row[0]
+        for row in db.execute(
+            "SELECT name FROM main.sqlite_master WHERE type = 'table' AND name IN "
+            "('checkpoints', 'writes', 'tether_records', 'tether_steps', 'tether_runs')"
+        )
+    }
+    if "tether_runs" not in tables:
+        return  # not a run store's file: nothing can be held here
+    for table, event, row in _FENCED:
+        if table in tables:
+            db.execute(
+                _TRIGGER.format(
+                    table=table, event=event, event_name=event.lower(), row=row, lost=FENCE_LOST
+                )
+            )
+
+
+def hold_sqlite_fence(db: sqlite3.Connection, fence: Fence) -> None:
+    """From now on, writes of ``fence.thread_id`` on ``db`` need ``fence`` to be current."""
+    install_sqlite_fence(db)
+    db.execute(
+        "INSERT OR REPLACE INTO temp.tether_held (thread_id, run_id, fence) VALUES (?, ?, ?)",
+        (fence.thread_id, fence.run_id, fence.token),
+    )
+    _end_transaction(db)
+
+
+def drop_sqlite_fence(db: sqlite3.Connection, fence: Fence) -> None:
+    """Forget ``fence`` (only that claim: a later claim of the thread stays held)."""
+    db.execute(_HELD_TABLE)
+    db.execute(
+        "DELETE FROM temp.tether_held WHERE thread_id = ? AND run_id = ? AND fence = ?",
+        (fence.thread_id, fence.run_id, fence.token),
+    )
+    _end_transaction(db)
+
+
+def _end_transaction(db: sqlite3.Connection) -> None:
+    """Commit the transaction Python's sqlite3 opened for a DML statement.
+
+    Left open, it would pin the connection's read snapshot: the saver's later
+    reads would not see other processes' commits.
+    """
+    if db.in_transaction:
+        db.commit()
+
+
+async def hold_fence(saver: BaseCheckpointSaver[Any], fence: Fence) -> None:
+    """Make ``saver``'s connection refuse writes of the fence's thread once it moves on.
+
+    For savers that fence through their connection (SQLite); a no-op for the
+    others (PostgreSQL checks the guard's fence in each transaction).
+    """
+    hold = getattr(innermost(saver), "hold_fence", None)
+    if hold is not None:
+        await hold(fence)
+
+
+async def drop_fence(saver: BaseCheckpointSaver[Any], fence: Fence) -> None:
+    """Undo :func:`hold_fence` once the run was finished or released."""
+    drop = getattr(innermost(saver), "drop_fence", None)
+    if drop is not None:
+        await drop(fence)
