@@ -119,7 +119,7 @@ class Runtime:
         other = Runtime(
             self.url, checkpoints_url=self.checkpoints_url, tenant=tenant, **self._options
         )
-        other._parent = self
+        other._parent = self._parent or self  # the open one, however deeply scoped
         return other
 
     @property

@@ -208,6 +208,8 @@ def _scoper(gate: Gate) -> Any:
             from tether.server._guard import guarded
 
             return guarded(found, caller, authenticator)
+        if caller.tenant == found.runtime.tenant:
+            return found
         return replace(found, runtime=found.runtime.scoped(caller.tenant))
 
     return scope
