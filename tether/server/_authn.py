@@ -137,6 +137,11 @@ class Authentication:
             answer = JSONResponse({"detail": exc.detail}, exc.status, headers=exc.headers)
             await answer(scope, receive, send)
             return
+        except Exception as exc:  # the key store's database is down, …: refused, named
+            log.exception("authenticating a request failed")
+            detail = f"authentication failed ({type(exc).__name__}); see the server log"
+            await JSONResponse({"detail": detail}, 503)(scope, receive, send)
+            return
         scope.setdefault("state", {})["tether_caller"] = found
         scope["user"] = found.user  # request.user, as Starlette's AuthenticationMiddleware sets it
         scope["auth"] = AuthCredentials(list(found.roles))
