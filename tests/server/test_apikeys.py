@@ -7,6 +7,7 @@ cancel and delete of them is a 404, and searches never show them.
 
 from __future__ import annotations
 
+import sqlite3
 import subprocess
 import sys
 from collections.abc import Iterator
@@ -250,3 +251,23 @@ def test_apikeys_create_refuses_a_bad_tenant(tmp_path: Path) -> None:
     assert done.returncode == 1
     assert "tenant" in done.stderr
     assert "Traceback" not in done.stderr
+
+
+async def test_keys_that_cannot_be_checked_are_a_503_not_a_crash(tmp_path: Path) -> None:
+    db = tmp_path / "runtime.db"
+    url = f"sqlite:///{db}"
+    key = new_key(url, "alice", "A", tmp_path)
+    process = ServeProcess(url, tmp_path, auth=())
+    try:
+        process.start()
+        with sqlite3.connect(db) as conn:
+            conn.execute("DROP TABLE tether_api_keys")
+        async with httpx.AsyncClient(base_url=process.base) as http:
+            answer = await http.post("/threads/search", json={}, headers={"x-api-key": key})
+            assert answer.status_code == 503
+            assert answer.json()["detail"] == (
+                "authentication failed (OperationalError); see the server log"
+            )
+            assert (await http.get("/ok")).status_code == 200
+    finally:
+        process.stop()
