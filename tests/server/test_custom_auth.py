@@ -136,7 +136,25 @@ async def test_custom_routes_are_authenticated_when_the_project_asks(base: str) 
     async with httpx.AsyncClient(base_url=base) as http:
         assert (await http.get("/whoami")).status_code == 401
         me = await http.get("/whoami", headers={"x-user": "alice"})
-        assert me.json() == {"identity": "alice", "permissions": ["approver"]}
+        assert me.json() == {"identity": "alice", "permissions": ["approver"], "body": None}
+
+
+async def test_the_handler_gets_the_body_and_path_params(base: str) -> None:
+    async with httpx.AsyncClient(base_url=base) as http:
+        # the handler read the body, and the route still gets all of it
+        signed = {"signature": "ok", "text": "é" * 50_000}
+        me = await http.post("/whoami", json=signed, headers={"x-user": "signed"})
+        assert me.status_code == 200, me.text
+        assert me.json() == {"identity": "signed-body", "permissions": [], "body": signed}
+        signer = {"x-user": "signed"}
+        unsigned = await http.post("/whoami", json={"signature": "no"}, headers=signer)
+        assert unsigned.status_code == 401
+        blocked = await http.get("/threads/blocked-by-auth", headers={"x-user": "alice"})
+        assert blocked.status_code == 403
+        assert blocked.json() == {"detail": "GET /threads/blocked-by-auth is blocked"}
+    # the API's own routes get the body after the handler read it
+    thread = await as_user(base, "alice").threads.create(metadata={"big": "x" * 100_000})
+    assert len(thread["metadata"]["big"]) == 100_000
 
 
 def test_an_auth_path_that_is_not_an_auth_object_is_named(tmp_path: Path) -> None:

@@ -27,12 +27,12 @@ from __future__ import annotations
 
 import inspect
 import logging
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
 from typing import Any
 
 import orjson
 from starlette.requests import Request
-from starlette.routing import Match
+from starlette.routing import BaseRoute, Match
 
 from tether.runtime import InvalidRunRequestError, ids
 from tether.runtime import project as projects
@@ -114,7 +114,7 @@ class CustomAuth:
             return None
 
     def _path_params(self, request: Request) -> dict[str, str]:
-        for route in self._routes:
+        for route in _flat(self._routes):
             match, child = route.matches(request.scope)
             if match == Match.FULL:
                 return dict(child.get("path_params") or {})
@@ -157,6 +157,17 @@ class CustomAuth:
             )
         _check_filter(dict(result), resource, action)
         return dict(result)
+
+
+def _flat(routes: Any) -> Iterator[BaseRoute]:
+    """The routes of an app, those of included routers too (newer FastAPI keeps an
+    included router as one entry holding ``original_router``)."""
+    for route in routes:
+        inner = getattr(route, "original_router", None)
+        if inner is not None:
+            yield from _flat(inner.routes)
+        elif isinstance(route, BaseRoute):
+            yield route
 
 
 def _handler(auth: Any, resource: str, action: str) -> Any:

@@ -18,10 +18,16 @@ USERS: dict[str, dict[str, Any]] = {
 
 
 @auth.authenticate
-async def authenticate(headers: dict[bytes, bytes], path: str, method: str) -> Any:
+async def authenticate(
+    headers: dict[bytes, bytes], path: str, method: str, body: Any, path_params: dict[str, str]
+) -> Any:
     name = headers.get(b"x-user", b"").decode("utf-8", "replace")
     if name == "boom":
         raise RuntimeError("the identity provider is down")
+    if path_params.get("thread_id") == "blocked-by-auth":
+        raise Auth.exceptions.HTTPException(status_code=403, detail=f"{method} {path} is blocked")
+    if name == "signed" and isinstance(body, dict) and body.get("signature") == "ok":
+        return {"identity": "signed-body"}
     if name not in USERS:
         raise Auth.exceptions.HTTPException(status_code=401, detail=f"who is {name[:20]!r}?")
     return USERS[name]

@@ -9,9 +9,10 @@ from starlette.routing import Route
 
 
 async def whoami(request: Request) -> JSONResponse:
+    body = await request.json() if request.method == "POST" else None
     return JSONResponse(
-        {"identity": request.user.identity, "permissions": list(request.auth.scopes)}
+        {"identity": request.user.identity, "permissions": list(request.auth.scopes), "body": body}
     )
 
 
-app = Starlette(routes=[Route("/whoami", whoami)])
+app = Starlette(routes=[Route("/whoami", whoami, methods=["GET", "POST"])])
