@@ -14,6 +14,7 @@ import sqlite3
 import subprocess
 import sys
 import time
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -37,7 +38,7 @@ class Workers:
         *,
         concurrency: int = 4,
         extra_env: dict[str, str] | None = None,
-        extra_args: list[str] | None = None,
+        extra_args: Sequence[str] | None = None,
     ) -> list[int]:
         """Start ``n`` more workers (``extra_args`` added to the command); returns their indexes."""
         env = {**os.environ, "TETHER_TEST_WORKDIR": str(self.workdir), **(extra_env or {})}
@@ -64,7 +65,7 @@ class Workers:
                         f"w{index}",
                         "--shutdown-grace",
                         "10",
-                        *(extra_args or []),
+                        *(extra_args or ()),
                     ],
                     stdout=out,
                     stderr=subprocess.STDOUT,

@@ -44,6 +44,13 @@ def register(subparsers: Any) -> None:
         help="seconds one step of a run may take, for runs created without a step_timeout",
     )
     parser.add_argument("--worker-id", help="this worker's id (default host:pid:random)")
+    parser.add_argument(
+        "--no-scheduler",
+        dest="scheduler",
+        action="store_false",
+        help="do not campaign to lead the scheduler (approval expiry, deadlines, crons); "
+        "by default one worker per run store leads it",
+    )
     parser.set_defaults(handler=_worker)
 
 
@@ -74,6 +81,7 @@ def _worker(args: argparse.Namespace) -> int:
         shutdown_grace=args.shutdown_grace,
         step_timeout=args.step_timeout,
         worker_id=args.worker_id,
+        scheduler=args.scheduler,
     )
     asyncio.run(worker.run(handle_signals=True))
     return 0

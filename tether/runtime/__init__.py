@@ -5,6 +5,9 @@
   approval, read and follow a run's events;
 * :class:`Worker` (and ``tether worker``): claims runs of the graphs of one
   ``langgraph.json`` project and executes them under a fenced lease;
+* :class:`Scheduler`: run by one leading worker per run store, it expires
+  approvals, times out runs past their deadline, fires :class:`Cron` schedules
+  (``Runtime.create_cron``) and cleans up;
 * :func:`unfinished` / :func:`aunfinished`: whether a thread's run has work
   left, including the case ``get_state().next`` misses (a run killed after a
   step's writes were stored and before its checkpoint was).
@@ -31,18 +34,21 @@ from tether.runtime.errors import (
     ThreadNotFoundError,
     UnknownGraphError,
 )
-from tether.runtime.models import Run, RunEvent, RunStatus, Thread, ThreadStatus
+from tether.runtime.models import Cron, Run, RunEvent, RunStatus, Thread, ThreadStatus
+from tether.runtime.scheduler import Retention, Scheduler, TickReport
 from tether.runtime.sync import SyncRuntime
 from tether.runtime.worker import Worker
 
 __all__ = [
     "AlreadyExistsError",
     "AssistantNotFoundError",
+    "Cron",
     "CronNotFoundError",
     "FenceLostError",
     "InvalidRunRequestError",
     "NotFoundError",
     "ProjectConfigError",
+    "Retention",
     "Run",
     "RunEvent",
     "RunNotActiveError",
@@ -50,12 +56,14 @@ __all__ = [
     "RunStatus",
     "Runtime",
     "RuntimeSchemaError",
+    "Scheduler",
     "SyncRuntime",
     "TenantMismatchError",
     "Thread",
     "ThreadBusyError",
     "ThreadNotFoundError",
     "ThreadStatus",
+    "TickReport",
     "UnknownGraphError",
     "Worker",
     "aunfinished",

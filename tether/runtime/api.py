@@ -21,13 +21,14 @@ import builtins
 import time
 from collections.abc import AsyncIterator, Collection, Iterable, Mapping, Sequence
 from contextlib import AsyncExitStack
-from datetime import UTC, datetime, timedelta
+from datetime import datetime, timedelta
 from typing import Any, Literal
 
 from langgraph.checkpoint.base import BaseCheckpointSaver
 
 from tether.approvals import DecisionResult
 from tether.checkpointing import open_checkpointer
+from tether.runtime.crons import CronMethods
 from tether.runtime.errors import InvalidRunRequestError
 from tether.runtime.ids import check_id
 from tether.runtime.models import (
@@ -44,13 +45,14 @@ from tether.runtime.models import (
 )
 from tether.runtime.notify import Notifier
 from tether.runtime.store import open_run_store
-from tether.runtime.store.base import NewEvent, NewRun, RunStore
+from tether.runtime.store.base import Created, NewEvent, RunStore
+from tether.runtime.store.requests import run_request
 from tether.runtime.worker import checkpointer_options, notifier_for, register_graphs
 
 __all__ = ["Runtime"]
 
 
-class Runtime:
+class Runtime(CronMethods):
     """The runs of one run store, as seen by one tenant.
 
     Args:
@@ -186,42 +188,37 @@ class Runtime:
         run_id: str | None = None,
     ) -> Run:
         """Enqueue a run of ``assistant_id`` (an assistant or graph id); it is ``pending``."""
-        kwargs: dict[str, Any] = {
-            "config": dict(config or {}),
-            "stream_mode": [stream_mode] if isinstance(stream_mode, str) else list(stream_mode),
-            "subgraphs": stream_subgraphs,
-        }
-        optional = {
-            "context": context,
-            "interrupt_before": interrupt_before,
-            "interrupt_after": interrupt_after,
-            "checkpoint_id": checkpoint_id,
-            "durability": durability,
-        }
-        kwargs.update({k: v for k, v in optional.items() if v is not None})
-        deadline_at = datetime.now(UTC) + deadline if isinstance(deadline, timedelta) else deadline
-        created = await self.store.create_run(
-            NewRun(
-                assistant_id=assistant_id,
-                thread_id=thread_id,
-                input=input,
-                command=command,
-                kwargs=kwargs,
-                metadata=dict(metadata or {}),
-                multitask_strategy=multitask_strategy,
-                if_not_exists=if_not_exists,
-                on_completion=on_completion,
-                after_seconds=after_seconds,
-                deadline_at=deadline_at,
-                step_timeout=step_timeout,
-                run_id=run_id,
-            ),
-            tenant=self.tenant,
+        request = run_request(
+            assistant_id,
+            thread_id=thread_id,
+            input=input,
+            command=command,
+            config=config,
+            context=context,
+            metadata=metadata,
+            multitask_strategy=multitask_strategy,
+            if_not_exists=if_not_exists,
+            on_completion=on_completion,
+            after_seconds=after_seconds,
+            deadline=deadline,
+            step_timeout=step_timeout,
+            stream_mode=stream_mode,
+            stream_subgraphs=stream_subgraphs,
+            interrupt_before=interrupt_before,
+            interrupt_after=interrupt_after,
+            checkpoint_id=checkpoint_id,
+            durability=durability,
+            run_id=run_id,
         )
+        created = await self.store.create_run(request, tenant=self.tenant)
+        await self._after_create(created)
+        return created.run
+
+    async def _after_create(self, created: Created) -> None:
+        """Delete the checkpoints of runs a multitask ``rollback`` cancelled."""
         for old in created.superseded:
             if old.status == "cancelled" and old.cancel_action == "rollback" and old.attempt:
                 await (await self.checkpointer()).adelete_for_runs([old.run_id])
-        return created.run
 
     async def get(self, run_id: str) -> Run:
         return await self.store.get_run(run_id, tenant=self.tenant)
@@ -276,13 +273,14 @@ class Runtime:
             run = await self.wait(run_id)
         return run
 
-    async def _cancel_approvals(self, run: Run, reason: str) -> None:
+    async def _cancel_approvals(self, run: Run, reason: str, *, by: str = "tether:cancel") -> None:
+        """Cancel the approvals ``run`` waited on (event ``approval.cancelled`` each)."""
         ids = [w.approval_id for w in run.waiting_on if w.approval_id]
         if not ids:
             return
         from tether.approvals import cancel_pending
 
-        await cancel_pending(await self.checkpointer(), ids, by="tether:cancel", reason=reason)
+        await cancel_pending(await self.checkpointer(), ids, by=by, reason=reason)
         await self.store.add_events(
             run.run_id,
             [NewEvent("approval.cancelled", {"approval_id": i}) for i in ids],

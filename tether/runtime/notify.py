@@ -69,8 +69,9 @@ class Subscription:
         try:
             if timeout is None:
                 await self._event.wait()
-            else:
-                await asyncio.wait_for(self._event.wait(), timeout)
+            else:  # not wait_for: on 3.11 it can swallow a cancel that races the event
+                async with asyncio.timeout(timeout):
+                    await self._event.wait()
         except TimeoutError:
             return False
         self._event.clear()

@@ -24,17 +24,33 @@ __all__ = ["RuntimeResumer"]
 
 
 class RuntimeResumer:
-    """Resumes runs by enqueueing them in ``runtime``'s run store."""
+    """Resumes runs by enqueueing them in ``runtime``'s run store.
 
-    def __init__(self, runtime: Runtime) -> None:
+    Args:
+        runtime: The runtime whose tenant's runs it resumes.
+        any_tenant: Resume the run whatever its thread's tenant (the
+            scheduler's expiry sweep, which serves every tenant).
+    """
+
+    def __init__(self, runtime: Runtime, *, any_tenant: bool = False) -> None:
         self.runtime = runtime
+        self.any_tenant = any_tenant
 
-    async def _waiting(self, request: ApprovalRequest) -> tuple[Run, str] | None:
-        runs = await self.runtime.list(thread_id=request.thread_id, status="interrupted")
+    async def _scope(self, request: ApprovalRequest) -> Runtime | None:
+        if not self.any_tenant:
+            return self.runtime
+        tenant = await self.runtime.store.thread_tenant(request.thread_id)
+        return None if tenant is None else self.runtime.scoped(tenant)
+
+    async def _waiting(self, request: ApprovalRequest) -> tuple[Runtime, Run, str] | None:
+        runtime = await self._scope(request)
+        if runtime is None:
+            return None
+        runs = await runtime.list(thread_id=request.thread_id, status="interrupted")
         for run in runs:
             for waiting in run.waiting_on:
                 if waiting.approval_id == request.approval_id:
-                    return run, waiting.interrupt_id
+                    return runtime, run, waiting.interrupt_id
         return None
 
     async def is_pending(self, request: ApprovalRequest) -> bool:
@@ -51,7 +67,7 @@ class RuntimeResumer:
                 f"approval {request.approval_id!r}: no run of thread {request.thread_id!r} "
                 "waits on it any more"
             )
-        run, interrupt_id = found
+        runtime, run, interrupt_id = found
         decided = NewEvent(
             "approval.decided",
             {
@@ -61,10 +77,10 @@ class RuntimeResumer:
                 "args_sha256": request.args_sha256,
             },
         )
-        await self.runtime.store.resume_run(
+        await runtime.store.resume_run(
             run.run_id,
             {"resume": {interrupt_id: doc}},
-            tenant=self.runtime.tenant,
+            tenant=runtime.tenant,
             events=[decided],
         )
         return DecisionResult(

@@ -118,6 +118,11 @@ class SyncRuntime:
     resume = _blocking(Runtime.resume)
     decide = _blocking(Runtime.decide)
     events = _blocking(Runtime.events)
+    create_cron = _blocking(Runtime.create_cron)
+    get_cron = _blocking(Runtime.get_cron)
+    list_crons = _blocking(Runtime.list_crons)
+    update_cron = _blocking(Runtime.update_cron)
+    delete_cron = _blocking(Runtime.delete_cron)
 
     def follow(
         self, run_id: str, *, after: int = 0, kinds: Collection[str] | None = None

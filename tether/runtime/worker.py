@@ -100,6 +100,8 @@ class Worker:
         shutdown_grace: Seconds held runs get to reach a boundary on SIGTERM.
         step_timeout: Per-step timeout (seconds) for runs created without one.
         worker_id: Defaults to ``host:pid:random``.
+        scheduler: Campaign to lead the scheduler (:class:`~tether.runtime.scheduler.Scheduler`:
+            approval expiry, deadlines, crons, cleanup); one worker leads at a time.
         checkpointer_options: Passed to :func:`tether.open_checkpointer`
             (``encryption``, pool sizes, ``key_prefix``, …).
     """
@@ -115,6 +117,7 @@ class Worker:
         shutdown_grace: float = 30.0,
         step_timeout: float | None = None,
         worker_id: str | None = None,
+        scheduler: bool = True,
         **checkpointer_options: Any,
     ) -> None:
         if concurrency < 1:
@@ -133,6 +136,8 @@ class Worker:
         self.step_timeout = step_timeout
         self.worker_id = worker_id or new_worker_id()
         self.checkpointer_options = checkpointer_options
+        self.scheduler = scheduler
+        self._scheduler_stop = asyncio.Event()
         self._held: dict[str, tuple[RunContext, asyncio.Task[Any]]] = {}
         self._stopping = asyncio.Event()
         self._hard_stop = asyncio.Event()
@@ -188,6 +193,7 @@ class Worker:
                 self.concurrency,
             )
             heartbeat = asyncio.create_task(self._heartbeat_loop(store, notifier))
+            scheduling = asyncio.create_task(self._schedule()) if self.scheduler else None
             try:
                 await self._claim_loop(store, notifier, execution)
                 await self._drain()
@@ -195,6 +201,10 @@ class Worker:
                 heartbeat.cancel()
                 with contextlib.suppress(asyncio.CancelledError):
                     await heartbeat
+                if scheduling is not None:  # let the tick under way end: no cancel mid-write
+                    self._scheduler_stop.set()
+                    with contextlib.suppress(asyncio.CancelledError, TimeoutError):
+                        await asyncio.wait_for(scheduling, self.shutdown_grace)
                 await notifier.aclose()
                 with contextlib.suppress(Exception):
                     await store.unregister_worker(self.worker_id)
@@ -291,14 +301,39 @@ class Worker:
         task = asyncio.create_task(execute(), name=f"tether-run-{run.run_id}")
         self._held[run.run_id] = (ctx, task)
 
+    # -- scheduler ------------------------------------------------------------------------
+
+    async def _schedule(self) -> None:
+        """Campaign for the scheduler (and tick while leading) until the worker stops."""
+        from tether.runtime.api import Runtime
+        from tether.runtime.scheduler import Scheduler
+
+        try:
+            async with Runtime(
+                self.url, checkpoints_url=self.checkpoints_url, **self.checkpointer_options
+            ) as runtime:
+                scheduler = Scheduler(runtime, worker_ttl=max(60.0, 10 * self.lease))
+                running = asyncio.ensure_future(scheduler.run())
+                stop = asyncio.ensure_future(self._scheduler_stop.wait())
+                try:
+                    await asyncio.wait({running, stop}, return_when=asyncio.FIRST_COMPLETED)
+                finally:
+                    stop.cancel()
+                    scheduler.stop()
+                await running  # ends after the tick under way, and resigns
+        except Exception:  # the worker goes on running its runs
+            log.exception("worker %s: the scheduler stopped", self.worker_id)
+
     # -- heartbeats -----------------------------------------------------------------------
 
     async def _heartbeat_loop(self, store: RunStore, notifier: Notifier) -> None:
+        beat = time.monotonic()
         async with notifier.subscribe("control") as control:
             while True:
                 await control.wait(self.lease / 4)
-                if not self._held:
-                    continue
+                if not self._held and time.monotonic() - beat < self.lease:
+                    continue  # an idle worker refreshes its row once a lease
+                beat = time.monotonic()
                 sent = time.monotonic()
                 try:
                     confirmed = await store.heartbeat(self.worker_id, lease=self.lease)

@@ -20,12 +20,15 @@ interface as JSON-compatible Python values; the store encodes them.
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
+from datetime import datetime
 from typing import TYPE_CHECKING, Any, Literal, Protocol
 
 from tether.runtime.models import (
     Assistant,
     CancelAction,
+    Cron,
     IfExists,
+    OnCompletion,
     Run,
     RunEvent,
     RunStatus,
@@ -265,6 +268,86 @@ class RunStore(Protocol):
         """Events with ``seq > after`` in seq order, at most ``limit``.
 
         Raises ``RunNotFoundError`` for a missing or foreign run."""
+
+    # -- crons (tether.runtime.store.crons) -------------------------------------------------
+
+    async def create_cron(
+        self,
+        assistant_id: str,
+        schedule: str,
+        *,
+        tenant: str = "",
+        thread_id: str | None = None,
+        payload: Mapping[str, Any] | None = None,
+        timezone: str | None = None,
+        end_time: datetime | None = None,
+        metadata: Mapping[str, Any] | None = None,
+        on_run_completed: OnCompletion | None = None,
+        enabled: bool = True,
+        now: datetime | None = None,
+    ) -> Cron:
+        """Create a cron whose fires create runs of ``assistant_id`` with ``payload``.
+
+        Raises:
+            InvalidRunRequestError: a bad schedule, timezone, payload, end time or
+                ``on_run_completed`` (the message names it).
+            AssistantNotFoundError / ThreadNotFoundError: missing or foreign.
+        """
+
+    async def get_cron(self, cron_id: str, *, tenant: str = "") -> Cron:
+        """Raises ``CronNotFoundError`` for a missing or foreign cron."""
+
+    async def list_crons(
+        self,
+        *,
+        tenant: str = "",
+        assistant_id: str | None = None,
+        thread_id: str | None = None,
+        enabled: bool | None = None,
+        limit: int = 100,
+        offset: int = 0,
+    ) -> list[Cron]:
+        """The tenant's crons, oldest first."""
+
+    async def update_cron(
+        self,
+        cron_id: str,
+        *,
+        tenant: str = "",
+        schedule: str | None = None,
+        timezone: str | None = ...,
+        enabled: bool | None = None,
+        end_time: datetime | None = ...,
+        now: datetime | None = None,
+    ) -> Cron:
+        """Change a cron's schedule, timezone, ``enabled`` or end time; its next fire is
+        recomputed from ``now``. Raises ``CronNotFoundError``."""
+
+    async def delete_cron(self, cron_id: str, *, tenant: str = "") -> None:
+        """Raises ``CronNotFoundError`` for a missing or foreign cron."""
+
+    # -- the scheduler (every tenant) --------------------------------------------------------
+
+    async def due_crons(self, now: datetime, *, limit: int = 100) -> list[Cron]:
+        """Enabled crons due at ``now`` whose end time has not passed."""
+
+    async def fire_cron(self, cron: Cron, now: datetime) -> Created | None:
+        """Fire the cron's current slot at most once; ``None`` when it was fired already."""
+
+    async def skip_cron_slot(self, cron: Cron, now: datetime) -> None:
+        """Record the cron's current slot as fired without a run (its run was refused)."""
+
+    async def expire_deadlines(self, now: datetime, *, limit: int = 100) -> list[Run]:
+        """Time out pending and interrupted runs past their deadline; the runs as they were."""
+
+    async def waiting_on_approvals(self, *, limit: int = 1000) -> list[Run]:
+        """Every tenant's interrupted runs that wait on a tether approval."""
+
+    async def remove_stale_workers(self, before: datetime) -> int:
+        """Delete worker rows last heard of before ``before``; how many."""
+
+    async def thread_tenant(self, thread_id: str) -> str | None:
+        """The thread's tenant, or ``None`` when it does not exist."""
 
     # -- worker plane ---------------------------------------------------------------------
 

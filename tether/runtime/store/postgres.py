@@ -42,9 +42,10 @@ from tether.runtime.multitask import BUSY_MESSAGE, InflightRun, plan, superseded
 from tether.runtime.store import control
 from tether.runtime.store.base import Created, NewEvent
 from tether.runtime.store.control import NewAssistant
+from tether.runtime.store.crons import CronPlane
 from tether.runtime.store.encoding import dumps
-from tether.runtime.store.plane import ControlPlane
-from tether.runtime.store.postgres_worker import Cursor, PostgresWorkerPlane, insert_events
+from tether.runtime.store.postgres_crons import PostgresCronHooks
+from tether.runtime.store.postgres_worker import Cursor, insert_events
 from tether.runtime.store.rows import POSTGRES, Dialect
 from tether.runtime.store.sealing import Sealer
 from tether.runtime.store.validation import ValidRun
@@ -106,7 +107,7 @@ async def _one(cur: Cursor) -> DictRow:
     return row
 
 
-class PostgresRunStore(ControlPlane, PostgresWorkerPlane):
+class PostgresRunStore(PostgresCronHooks, CronPlane):
     """The run store on PostgreSQL. Open it with ``open_run_store("postgresql://…")``."""
 
     dialect: Literal["postgres"] = "postgres"
@@ -239,53 +240,56 @@ class PostgresRunStore(ControlPlane, PostgresWorkerPlane):
             return await cur.fetchone() is not None
 
     async def _create_run(self, v: ValidRun, assistant: Assistant, tenant: str) -> Created:
-        thread_id = v.thread_id or new_id()
         async with self._tx() as cur:
-            if v.create_thread:
-                meta = {"graph_id": assistant.graph_id, "assistant_id": assistant.assistant_id}
-                await cur.execute(
-                    """INSERT INTO tether_threads (thread_id, tenant_id, metadata, temporary,
-                           status) VALUES (%s, %s, %s::jsonb, %s, 'busy')
-                       ON CONFLICT (thread_id) DO NOTHING""",
-                    (thread_id, tenant, dumps(meta), v.temporary),
-                )
+            return await self._create_run_in(cur, v, assistant, tenant)
+
+    async def _create_run_in(
+        self, cur: Cursor, v: ValidRun, assistant: Assistant, tenant: str
+    ) -> Created:
+        """§3.3.7 inside the caller's transaction (a cron's fire is one too)."""
+        thread_id = v.thread_id or new_id()
+        if v.create_thread:
+            meta = {"graph_id": assistant.graph_id, "assistant_id": assistant.assistant_id}
             await cur.execute(
-                "SELECT tenant_id FROM tether_threads WHERE thread_id = %s FOR UPDATE",
-                (thread_id,),
+                """INSERT INTO tether_threads (thread_id, tenant_id, metadata, temporary,
+                       status) VALUES (%s, %s, %s::jsonb, %s, 'busy')
+                   ON CONFLICT (thread_id) DO NOTHING""",
+                (thread_id, tenant, dumps(meta), v.temporary),
             )
-            thread = await cur.fetchone()
-            if thread is None or thread["tenant_id"] != tenant:
-                raise ThreadNotFoundError(control.no_thread(thread_id))
+        await cur.execute(
+            "SELECT tenant_id FROM tether_threads WHERE thread_id = %s FOR UPDATE",
+            (thread_id,),
+        )
+        thread = await cur.fetchone()
+        if thread is None or thread["tenant_id"] != tenant:
+            raise ThreadNotFoundError(control.no_thread(thread_id))
+        await cur.execute(
+            """SELECT run_id, status FROM tether_runs WHERE thread_id = %s
+                  AND status IN ('pending', 'running') ORDER BY seq FOR UPDATE""",
+            (thread_id,),
+        )
+        inflight = [InflightRun(r["run_id"], r["status"]) for r in await cur.fetchall()]
+        decision = plan(v.strategy, inflight)
+        if decision.reject:
+            raise ThreadBusyError(BUSY_MESSAGE)
+        continued = await self._continue_interrupted(cur, thread_id, v.run_id)
+        try:
             await cur.execute(
-                """SELECT run_id, status FROM tether_runs WHERE thread_id = %s
-                      AND status IN ('pending', 'running') ORDER BY seq FOR UPDATE""",
-                (thread_id,),
+                _INSERT_RUN, control.run_params(v, assistant, tenant, thread_id, self.rows.sealer)
             )
-            inflight = [InflightRun(r["run_id"], r["status"]) for r in await cur.fetchall()]
-            decision = plan(v.strategy, inflight)
-            if decision.reject:
-                raise ThreadBusyError(BUSY_MESSAGE)
-            continued = await self._continue_interrupted(cur, thread_id, v.run_id)
-            try:
-                await cur.execute(
-                    _INSERT_RUN,
-                    control.run_params(v, assistant, tenant, thread_id, self.rows.sealer),
-                )
-            except psycopg.errors.UniqueViolation as exc:
-                raise AlreadyExistsError(f"run {v.run_id} already exists") from exc
-            await _append(cur, v.run_id, [control.created_event(assistant, v)], self.rows.sealer)
-            reason = superseded_reason(v.run_id, v.strategy)
-            superseded = [
-                await self._cancel_in(cur, run_id, action, reason)
-                for run_id, action in decision.cancel
-            ]
-            await cur.execute(
-                "UPDATE tether_threads SET status = 'busy', updated_at = now() "
-                "WHERE thread_id = %s",
-                (thread_id,),
-            )
-            await cur.execute("SELECT pg_notify('tether_runs', %s)", (assistant.graph_id,))
-            return Created(await self._locked_run(cur, v.run_id), tuple(superseded), continued)
+        except psycopg.errors.UniqueViolation as exc:
+            raise AlreadyExistsError(f"run {v.run_id} already exists") from exc
+        await _append(cur, v.run_id, [control.created_event(assistant, v)], self.rows.sealer)
+        reason = superseded_reason(v.run_id, v.strategy)
+        superseded = [
+            await self._cancel_in(cur, run_id, action, reason) for run_id, action in decision.cancel
+        ]
+        await cur.execute(
+            "UPDATE tether_threads SET status = 'busy', updated_at = now() WHERE thread_id = %s",
+            (thread_id,),
+        )
+        await cur.execute("SELECT pg_notify('tether_runs', %s)", (assistant.graph_id,))
+        return Created(await self._locked_run(cur, v.run_id), tuple(superseded), continued)
 
     async def _continue_interrupted(self, cur: Cursor, thread_id: str, new: str) -> Run | None:
         await cur.execute(

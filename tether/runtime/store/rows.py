@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any, Protocol
 
-from tether.runtime.models import Assistant, Run, RunEvent, Thread, WaitingOn
+from tether.runtime.models import Assistant, Cron, Run, RunEvent, Thread, WaitingOn
 from tether.runtime.store.encoding import loads
 from tether.runtime.store.sealing import PLAIN, SYSTEM_EVENTS, Sealer
 
@@ -127,6 +127,25 @@ class Dialect:
             context=self.json(row["context"]),
             metadata=self.json(row["metadata"]),
             version=int(row["version"]),
+            created_at=self.time(row["created_at"]),
+            updated_at=self.time(row["updated_at"]),
+        )
+
+    def cron(self, row: Row) -> Cron:
+        return Cron(
+            cron_id=row["cron_id"],
+            tenant_id=row["tenant_id"],
+            assistant_id=row["assistant_id"],
+            thread_id=row["thread_id"],
+            schedule=row["schedule"],
+            timezone=row["timezone"],
+            payload=self.json(row["payload"]),
+            metadata=self.json(row["metadata"]),
+            on_run_completed=row["on_run_completed"],
+            enabled=bool(row["enabled"]),
+            end_time=self.maybe_time(row["end_time"]),
+            user_id=row["user_id"],
+            next_run_at=self.time(row["next_run_at"]),
             created_at=self.time(row["created_at"]),
             updated_at=self.time(row["updated_at"]),
         )

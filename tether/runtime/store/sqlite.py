@@ -39,11 +39,12 @@ from tether.runtime.multitask import BUSY_MESSAGE, InflightRun, plan, superseded
 from tether.runtime.store import control
 from tether.runtime.store.base import Created, NewEvent
 from tether.runtime.store.control import NewAssistant
+from tether.runtime.store.crons import CronPlane
 from tether.runtime.store.encoding import dumps
-from tether.runtime.store.plane import ControlPlane
 from tether.runtime.store.rows import SQLITE, Dialect
 from tether.runtime.store.sealing import Sealer
-from tether.runtime.store.sqlite_worker import RunDB, SqliteWorkerPlane, insert_events
+from tether.runtime.store.sqlite_crons import SqliteCronHooks
+from tether.runtime.store.sqlite_worker import RunDB, insert_events
 from tether.runtime.store.validation import ValidRun
 
 __all__ = ["BUSY_TIMEOUT_MS", "SqliteRunStore", "connect"]
@@ -203,11 +204,12 @@ def _resume(
     return _run(db, run_id)
 
 
-class SqliteRunStore(ControlPlane, SqliteWorkerPlane):
+class SqliteRunStore(SqliteCronHooks, CronPlane):
     """The run store on SQLite. Open it with ``open_run_store("sqlite:///path")``."""
 
     dialect: Literal["sqlite"] = "sqlite"
     mark = "?"
+    _create_run_tx = staticmethod(_create_run)
 
     def __init__(self, db: DB, executor: ThreadPoolExecutor) -> None:
         self._db = db
