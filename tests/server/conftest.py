@@ -37,6 +37,7 @@ class ServeProcess:
     extra: tuple[str, ...] = ()
     project: Path = PROJECT
     env: dict[str, str] = field(default_factory=dict)
+    auth: tuple[str, ...] = ("--no-auth",)  # () for the project's auth or API keys
     port: int = field(default_factory=free_port)
     proc: subprocess.Popen[bytes] | None = None
     starts: int = 0
@@ -53,7 +54,7 @@ class ServeProcess:
         """Start the server and wait until it answers ``/ok``; returns its base URL."""
         self.starts += 1
         command = [sys.executable, "-m", "tether", "serve", "--config", str(self.project)]
-        command += ["--port", str(self.port), "--log-level", "warning", *self.extra]
+        command += ["--port", str(self.port), "--log-level", "warning", *self.auth, *self.extra]
         if self.url is not None:
             command += ["--url", self.url]
         env = {k: v for k, v in os.environ.items() if k != "TETHER_URL"} | self.env

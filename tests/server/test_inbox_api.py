@@ -390,16 +390,6 @@ async def test_the_edit_form_reads_each_field(
     }
 
 
-async def test_without_no_auth_nobody_is_known(server: str) -> None:
-    async with httpx.AsyncClient(base_url=server, timeout=30) as http:
-        answer = await http.get("/approvals", headers=DANA)
-        assert answer.status_code == 401
-        assert "--no-auth" in answer.json()["detail"]
-        page = await http.get("/inbox", headers=DANA)
-        assert page.status_code == 401
-        assert "--no-auth" in page.text
-
-
 async def test_an_orphaned_request_is_shown_apart_and_refused(
     serving: tuple[str, str], http: httpx.AsyncClient, client: LangGraphClient
 ) -> None:

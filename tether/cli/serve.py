@@ -54,13 +54,17 @@ def register(subparsers: Any) -> None:
         help="on SIGTERM, seconds in-process runs get to reach a step boundary and hand back",
     )
     parser.add_argument(
-        "--no-auth",
-        action="store_true",
-        help="development only: the approvals inbox trusts the user a request names "
-        "(x-tether-user header, or its login form)",
+        "--log-level", default="info", choices=["debug", "info", "warning", "error"]
     )
     parser.add_argument(
-        "--log-level", default="info", choices=["debug", "info", "warning", "error"]
+        "--no-auth",
+        action="store_true",
+        help=(
+            "local development only: no authentication, every API request acts for the "
+            "default tenant and the approvals inbox trusts the user a request names "
+            "(x-tether-user header, or its login form); without it: the project's auth.path, "
+            "else API keys from `tether apikeys`"
+        ),
     )
     parser.set_defaults(handler=_serve)
 
@@ -90,6 +94,9 @@ def _serve(args: argparse.Namespace) -> int:
         store.parent.mkdir(parents=True, exist_ok=True)
         url = f"sqlite:///{store}"
     asyncio.run(_check_store(url))  # a bad URL or an unreachable database: one clear line
+    auth = _auth_mode(args, project, url)
+    if auth is None:
+        return 2
     logging.basicConfig(
         level=args.log_level.upper(), format="%(asctime)s %(message)s", stream=sys.stderr
     )
@@ -107,7 +114,7 @@ def _serve(args: argparse.Namespace) -> int:
     )
     print(
         f"tether serve: graphs {', '.join(project.graph_ids)}; run store {_shown(url)}; "
-        f"{args.workers} in-process worker(s); http://{args.host}:{args.port}",
+        f"{args.workers} in-process worker(s); {auth}; http://{args.host}:{args.port}",
         file=sys.stderr,
         flush=True,
     )
@@ -122,6 +129,37 @@ def _serve(args: argparse.Namespace) -> int:
     )
     _server_class()(config, app).run()
     return 0
+
+
+def _auth_mode(args: argparse.Namespace, project: Any, url: str) -> str | None:
+    """How requests are authenticated; ``None`` (after saying why) when nothing would
+    let a request in: no ``auth.path``, no API key and no ``--no-auth``."""
+    if args.no_auth:
+        print(
+            "tether serve: WARNING: --no-auth: requests are not authenticated and all act "
+            "for the default tenant; use it for local development only",
+            file=sys.stderr,
+        )
+        return "no authentication (--no-auth)"
+    if project.auth_ref is not None:
+        return f"auth {project.auth_ref.spec}"
+    if asyncio.run(_active_keys(url)) == 0:
+        print(
+            "tether: error: no authentication configured: langgraph.json has no auth.path "
+            "and the run store has no API key. Create a key with `tether apikeys create "
+            f"--url {_shown(url)} --user USER --tenant TENANT`, or pass --no-auth for "
+            "local development",
+            file=sys.stderr,
+        )
+        return None
+    return "API keys"
+
+
+async def _active_keys(url: str) -> int:
+    from tether.server import apikeys
+
+    async with apikeys.open_key_store(url) as keys:
+        return await keys.count_active()
 
 
 async def _check_store(url: str) -> None:

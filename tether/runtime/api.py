@@ -121,7 +121,7 @@ class Runtime(CronMethods):
         other = Runtime(
             self.url, checkpoints_url=self.checkpoints_url, tenant=tenant, **self._options
         )
-        other._parent = self
+        other._parent = self._parent or self  # the open one, however deeply scoped
         return other
 
     @property

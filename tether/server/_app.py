@@ -6,22 +6,36 @@ import asyncio
 import contextlib
 import logging
 from collections.abc import AsyncIterator, Mapping
-from contextlib import asynccontextmanager
+from contextlib import AsyncExitStack, asynccontextmanager
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
 from fastapi import FastAPI
+from fastapi.responses import JSONResponse
 
 from tether._version import __version__
 from tether.runtime import Runtime, Worker
 from tether.runtime import project as projects
 from tether.runtime import worker as workers_module
 from tether.server import _assistants, _graphs, _runs, _threads, _unsupported, inbox
+from tether.server._authn import (
+    ApiKeys,
+    AuthenticatedRoutes,
+    Authentication,
+    Authenticator,
+    AuthError,
+    Gate,
+    NoAuth,
+)
+from tether.server._caller import Caller
+from tether.server._custom_auth import CustomAuth, load_auth
 from tether.server._errors import install_error_handlers
 from tether.server._http import custom_app, custom_lifespan, with_cors, with_custom_routes
 from tether.server._identity import set_no_auth
 from tether.server._paths import SegmentPaths
 from tether.server._served import Served
+from tether.server.apikeys import open_key_store
 
 __all__ = ["create_app"]
 
@@ -47,9 +61,11 @@ def create_app(
             with the app (0: runs are executed by ``tether worker`` processes).
         worker_options: Keyword arguments for each worker (``concurrency``,
             ``lease``, ``shutdown_grace``, checkpointer options).
-        no_auth: Trust the user a request names (the ``x-tether-user`` header, or
-            the inbox's login form) for the approvals inbox; development only
-            (see ``tether.server._identity``).
+        no_auth: Serve every request as the anonymous caller of the default
+            tenant (local development). Otherwise requests are authenticated by
+            the project's ``auth.path``, else by the API keys kept in the run
+            store's database (``tether apikeys``). With ``no_auth`` the approvals
+            inbox trusts the user a request names (``tether.server._identity``).
 
     Returns:
         The ASGI app (see :class:`TetherApp`).
@@ -60,10 +76,13 @@ def create_app(
     started: list[Worker] = []
     loops: list[asyncio.AbstractEventLoop] = []
     stopping: set[str] = set()  # {"workers"} once stop_workers() ran
+    auth = None if no_auth else load_auth(loaded)
+    gate = Gate()
 
     @asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
-        async with runtime, custom_lifespan(custom):
+        async with runtime, custom_lifespan(custom), AsyncExitStack() as stack:
+            gate.authenticator = await _authenticator(no_auth, auth, runtime, app, stack)
             # the system assistants exist before the first request
             await workers_module.register_graphs(runtime.store, loaded.graph_ids)
             app.state.tether = Served(runtime, loaded)
@@ -91,6 +110,11 @@ def create_app(
     app = FastAPI(title="tether", version=__version__, lifespan=lifespan)
     install_error_handlers(app)
     set_no_auth(app, no_auth)
+    app.state.tether_scope = _scoper(gate)
+
+    @app.exception_handler(AuthError)
+    async def refused(_: Any, exc: AuthError) -> JSONResponse:
+        return JSONResponse({"detail": exc.detail}, exc.status, headers=exc.headers)
 
     @app.get("/ok")
     async def ok() -> dict[str, bool]:
@@ -114,7 +138,11 @@ def create_app(
     app.include_router(inbox.api_router)
     app.include_router(inbox.pages_router)
     app.include_router(_unsupported.router)  # last: a real route always wins
-    outer = with_cors(with_custom_routes(SegmentPaths(app), custom), loaded.http)
+    api = SegmentPaths(Authentication(app, gate))
+    routed = custom
+    if custom is not None and (loaded.http or {}).get("enable_custom_route_auth") is True:
+        routed = AuthenticatedRoutes(custom, gate)
+    outer = with_cors(with_custom_routes(api, routed), loaded.http)
     return TetherApp(outer, app, started, loops, stopping)
 
 
@@ -157,6 +185,34 @@ class TetherApp:
         for loop in self._loops:
             for worker in self._workers:
                 loop.call_soon_threadsafe(worker.stop)
+
+
+async def _authenticator(
+    no_auth: bool, auth: Any, runtime: Runtime, app: FastAPI, stack: AsyncExitStack
+) -> Authenticator:
+    """``--no-auth``, the project's ``auth.path``, else the run store's API keys."""
+    if no_auth:
+        return NoAuth()
+    if auth is not None:
+        return CustomAuth(auth, app.router.routes)
+    return ApiKeys(await stack.enter_async_context(open_key_store(runtime.url)))
+
+
+def _scoper(gate: Gate) -> Any:
+    """How a request's :class:`Served` is made from the app's: scoped to the caller's
+    tenant, and guarded by the ``@auth.on`` handlers of an ``auth.path`` project."""
+
+    def scope(found: Served, caller: Caller) -> Served:
+        authenticator = gate.authenticator
+        if isinstance(authenticator, CustomAuth):
+            from tether.server._guard import guarded
+
+            return guarded(found, caller, authenticator)
+        if caller.tenant == found.runtime.tenant:
+            return found
+        return replace(found, runtime=found.runtime.scoped(caller.tenant))
+
+    return scope
 
 
 def _report_stopped(task: asyncio.Task[None]) -> None:

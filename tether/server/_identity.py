@@ -1,10 +1,11 @@
 """Who is asking: :func:`current_user`, the one place the server learns a request's user.
 
 Every route that acts for a person (the approvals inbox and its API) takes the
-user from :func:`current_user` and never from the request body. Authentication
-plugs in here: until it does, a user is known only when the server runs with
-``--no-auth`` (``create_app(..., no_auth=True)``), and then it is whoever the
-request says:
+user from :func:`current_user` and never from the request body. Normally that is
+the request's authenticated caller (an API key's user, or the user the
+project's ``auth.path`` returned: :mod:`tether.server._authn`), with its tenant
+and roles. When the server runs with ``--no-auth`` (``create_app(...,
+no_auth=True)``) it is whoever the request says:
 
 * the headers ``x-tether-user`` (required), ``x-tether-roles`` (comma
   separated) and ``x-tether-tenant`` (default: the default tenant ``""``); or
@@ -12,8 +13,8 @@ request says:
   person types the same three things.
 
 Both are trusted as stated, which is what ``--no-auth`` means: use it on a
-machine of your own. Without ``--no-auth`` and without authentication, every
-request is answered ``401``.
+machine of your own. Without ``--no-auth``, a request that was not
+authenticated is answered ``401``.
 """
 
 from __future__ import annotations
@@ -24,6 +25,7 @@ from dataclasses import dataclass, field
 from fastapi import FastAPI, Request
 
 from tether.runtime import InvalidRunRequestError, ids
+from tether.server._caller import Caller
 from tether.server._errors import ApiError
 
 __all__ = [
@@ -137,11 +139,19 @@ def current_user(request: Request) -> User:
             user; 422 when the named user is malformed.
     """
     if not no_auth(request):
+        authenticated = getattr(request.state, "tether_caller", None)
+        if isinstance(authenticated, Caller):
+            return User(
+                authenticated.identity,
+                authenticated.tenant,
+                authenticated.roles,
+                authenticated.source,
+            )
         raise ApiError(
             401,
-            "this server has no authentication configured, so it cannot tell who you are; "
-            "start it with `tether serve --no-auth` to trust the x-tether-user header "
-            "(development only)",
+            "the request was not authenticated: send an API key (x-api-key), or the "
+            "credentials the project's auth.path expects; `tether serve --no-auth` trusts the "
+            "x-tether-user header instead (development only)",
         )
     header = request.headers.get(USER_HEADER)
     if header is not None:

@@ -166,6 +166,11 @@ class Served:
 
 
 def served(request: Request) -> Served:
-    """The app's :class:`Served` (a FastAPI dependency)."""
+    """The app's :class:`Served`, acting for the request's caller (a FastAPI dependency):
+    its runtime is scoped to the caller's tenant (and, with an ``auth.path``, goes
+    through the project's ``@auth.on`` handlers)."""
+    from tether.server._caller import caller
+
     found: Served = request.app.state.tether
-    return found
+    scoped: Served = request.app.state.tether_scope(found, caller(request))
+    return scoped

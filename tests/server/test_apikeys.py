@@ -1,0 +1,273 @@
+"""API keys and tenants: a real ``tether serve`` with keys of two tenants, the official SDK.
+
+Without a valid key nothing but ``/ok`` and ``/info`` answers (401); a caller of
+tenant B finds none of tenant A's assistants, threads or runs: every read, stream,
+cancel and delete of them is a 404, and searches never show them.
+"""
+
+from __future__ import annotations
+
+import sqlite3
+import subprocess
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import httpx
+import pytest
+from langgraph_sdk import get_client
+from langgraph_sdk.client import LangGraphClient
+from langgraph_sdk.errors import ConflictError
+
+from tests.server.conftest import PROJECT, ServeProcess, _store_url
+
+
+def apikeys(url: str, *args: str, cwd: Path) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-m", "tether", "apikeys", *args, "--url", url],
+        capture_output=True,
+        text=True,
+        cwd=cwd,
+        timeout=120,
+        check=False,
+    )
+
+
+def new_key(url: str, user: str, tenant: str, cwd: Path, *roles: str) -> str:
+    role_args = [a for r in roles for a in ("--role", r)]
+    done = apikeys(url, "create", "--user", user, "--tenant", tenant, *role_args, cwd=cwd)
+    assert done.returncode == 0, done.stderr
+    return done.stdout.strip()
+
+
+class Keyed:
+    """A served run store with keys for alice (tenant A) and bob (tenant B)."""
+
+    def __init__(self, base: str, url: str, workdir: Path, alice: str, bob: str) -> None:
+        self.base, self.url, self.workdir = base, url, workdir
+        self.alice, self.bob = alice, bob
+
+    def client(self, key: str | None) -> LangGraphClient:
+        return get_client(url=self.base, api_key=key)  # the SDK sends it as x-api-key
+
+
+@pytest.fixture(scope="module", params=["sqlite", "postgres"])
+def keyed(
+    request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory
+) -> Iterator[Keyed]:
+    workdir = tmp_path_factory.mktemp("keys")
+    with _store_url(request, request.param, workdir) as url:
+        alice = new_key(url, "alice", "A", workdir, "approver")
+        bob = new_key(url, "bob", "B", workdir)
+        process = ServeProcess(url, workdir, auth=())
+        try:
+            process.start()
+            yield Keyed(process.base, url, workdir, alice, bob)
+        finally:
+            process.stop()
+
+
+async def test_no_key_or_a_wrong_key_is_401(keyed: Keyed) -> None:
+    async with httpx.AsyncClient(base_url=keyed.base) as http:
+        assert (await http.get("/ok")).status_code == 200
+        missing = await http.post("/threads/search", json={})
+        assert missing.status_code == 401
+        assert "x-api-key" in missing.json()["detail"]
+        assert missing.headers["www-authenticate"] == "Bearer"
+        for headers in (
+            {"x-api-key": "nope"},
+            {"x-api-key": keyed.alice[:-1] + ("A" if keyed.alice[-1] != "A" else "B")},
+            {"authorization": "Bearer " + keyed.alice + "x"},
+            {"authorization": "Basic " + keyed.alice},
+        ):
+            wrong = await http.post("/threads/search", json={}, headers=headers)
+            assert wrong.status_code == 401, headers
+            assert wrong.json() == {"detail": "invalid or revoked API key"} or (
+                "missing API key" in wrong.json()["detail"]
+            )
+        # a route that does not exist is no way to probe past authentication
+        assert (await http.get("/no/such/route")).status_code == 401
+        # either header carries the key
+        for headers in ({"x-api-key": keyed.alice}, {"authorization": f"Bearer {keyed.alice}"}):
+            assert (await http.post("/threads/search", json={}, headers=headers)).status_code == 200
+    with pytest.raises(httpx.HTTPStatusError) as refused:
+        await keyed.client(None).threads.search()
+    assert refused.value.response.status_code == 401
+
+
+async def test_hostile_headers_are_401_not_500(keyed: Keyed) -> None:
+    hostile: list[dict[str, bytes]] = [
+        {"x-api-key": b"k" * 8000},
+        {"x-api-key": "é☃𝄞".encode()},
+        {"x-api-key": b"\xff\xfe\xfd"},
+        {"authorization": b"Bearer " + "tk_é".encode() * 500},
+        {"authorization": b"Bearer"},
+        {"authorization": b"Bearer  \t x"},
+        {"x-api-key": b"tk_000000000000_" + b"a" * 43},
+        {"x-api-key": b"tk_' OR 1=1 --_" + b"a" * 43},
+    ]
+    async with httpx.AsyncClient(base_url=keyed.base) as http:
+        for headers in hostile:
+            answer = await http.post("/threads/search", json={}, headers=headers)
+            assert answer.status_code == 401, (headers, answer.text)
+
+
+async def test_a_revoked_key_is_refused_from_the_next_request(keyed: Keyed) -> None:
+    key = new_key(keyed.url, "carol", "A", keyed.workdir)
+    client = keyed.client(key)
+    assert isinstance(await client.threads.search(), list)
+    key_id = key.split("_")[1]
+    listed = apikeys(keyed.url, "list", cwd=keyed.workdir)
+    assert listed.returncode == 0
+    assert key not in listed.stdout  # only the id is ever shown again
+    assert f"{key_id}  user=carol  tenant='A'" in listed.stdout
+    done = apikeys(keyed.url, "revoke", key_id, cwd=keyed.workdir)
+    assert done.returncode == 0, done.stderr
+    with pytest.raises(httpx.HTTPStatusError) as refused:
+        await client.threads.search()
+    assert refused.value.response.status_code == 401
+    again = apikeys(keyed.url, "revoke", "000000000000", cwd=keyed.workdir)
+    assert again.returncode == 1
+    assert "no API key with id '000000000000'" in again.stderr
+
+
+async def is_404(call: Any) -> None:
+    """The call fails with 404 (the SDK raises its NotFoundError, or httpx's for joins)."""
+    with pytest.raises(httpx.HTTPStatusError) as failed:
+        await call
+    assert failed.value.response.status_code == 404
+
+
+async def _drain(stream: Any) -> None:
+    async for _ in stream:
+        pass
+
+
+async def _a_world(a: LangGraphClient) -> dict[str, Any]:
+    """Tenant A's assistant, thread and finished run, and an interrupted run."""
+    assistant = await a.assistants.create("echo", name="a's echo", metadata={"team": "a"})
+    thread = await a.threads.create(metadata={"owner": "a"})
+    run = await a.runs.create(thread["thread_id"], assistant["assistant_id"], input={})
+    await a.runs.join(thread["thread_id"], run["run_id"])
+    asked = await a.threads.create()
+    pending = await a.runs.create(asked["thread_id"], "ask", input={})
+    await a.runs.join(asked["thread_id"], pending["run_id"])
+    return {"assistant": assistant, "thread": thread, "run": run, "asked": asked, "ask": pending}
+
+
+async def test_tenant_b_finds_nothing_of_tenant_a(keyed: Keyed) -> None:
+    a, b = keyed.client(keyed.alice), keyed.client(keyed.bob)
+    world = await _a_world(a)
+    thread_id, run_id = world["thread"]["thread_id"], world["run"]["run_id"]
+    asked_id, ask_run = world["asked"]["thread_id"], world["ask"]["run_id"]
+    assistant_id = world["assistant"]["assistant_id"]
+
+    missing = [
+        b.assistants.get(assistant_id),
+        b.threads.get(thread_id),
+        b.threads.get_state(thread_id),
+        b.threads.get_history(thread_id),
+        b.runs.get(thread_id, run_id),
+        b.runs.list(thread_id),
+        b.runs.join(thread_id, run_id),
+        b.runs.cancel(asked_id, ask_run),
+        b.runs.create(thread_id, "echo", input={}),
+        b.runs.create(asked_id, "ask", command={"resume": "from b"}),
+        b.runs.create(thread_id, assistant_id, input={}),
+        b.threads.delete(thread_id),
+        b.threads.delete(asked_id),
+    ]
+    for call in missing:
+        await is_404(call)
+    await is_404(_drain(b.runs.join_stream(thread_id, run_id)))
+    await is_404(_drain(b.runs.stream(thread_id, "echo", input={})))
+    history = await a.threads.get_history(thread_id)
+    fork_from = history[-1]["checkpoint"]["checkpoint_id"]
+    await is_404(b.runs.create(thread_id, "echo", input={}, checkpoint_id=fork_from))
+    await is_404(b.runs.create(None, assistant_id, input={}))  # a's assistant, stateless
+    async with httpx.AsyncClient(base_url=keyed.base, headers={"x-api-key": keyed.bob}) as http:
+        post = await http.post(f"/threads/{thread_id}/state/checkpoint", json={"checkpoint": {}})
+        assert post.status_code == 404
+        cancel_many = await http.post(
+            "/runs/cancel", json={"thread_id": asked_id, "run_ids": [ask_run]}
+        )
+        assert cancel_many.status_code == 404
+
+    # searches and counts never show a's objects
+    b_threads = await b.threads.search(limit=1000)
+    assert not {thread_id, asked_id} & {t["thread_id"] for t in b_threads}
+    assert await b.threads.search(ids=[thread_id, asked_id]) == []
+    assert await b.threads.count(metadata={"owner": "a"}) == 0
+    b_assistants = await b.assistants.search(limit=1000)
+    assert assistant_id not in {x["assistant_id"] for x in b_assistants}
+    assert {x["metadata"].get("created_by") for x in b_assistants} == {"system"}
+    await b.runs.cancel_many(status="all")  # cancels none of a's runs
+
+    # an id a uses cannot be taken by b (the answer names no owner)
+    with pytest.raises(ConflictError):
+        await b.threads.create(thread_id=thread_id)
+
+    # and a still has everything, untouched
+    assert (await a.threads.get(thread_id))["metadata"] == {"owner": "a"}
+    assert (await a.runs.get(thread_id, run_id))["status"] == "success"
+    assert (await a.threads.get(asked_id))["status"] == "interrupted"  # not cancelled by b
+    assert (await a.assistants.get(assistant_id))["name"] == "a's echo"
+    assert thread_id in {t["thread_id"] for t in await a.threads.search(limit=1000)}
+    assert (await a.threads.get_state(thread_id))["values"]["trace"] == ["a", "b", "c"]
+
+
+async def test_each_tenant_runs_its_own_threads(keyed: Keyed) -> None:
+    b = keyed.client(keyed.bob)
+    thread = await b.threads.create()
+    done = await b.runs.wait(thread["thread_id"], "echo", input={})
+    assert done["trace"] == ["a", "b", "c"]
+    parts = [p async for p in b.runs.stream(None, "echo", input={}, stream_mode="values")]
+    values = [p.data for p in parts if p.event == "values"]
+    assert values[-1]["trace"] == ["a", "b", "c"]
+    a_threads = await keyed.client(keyed.alice).threads.search(limit=1000)
+    assert thread["thread_id"] not in {t["thread_id"] for t in a_threads}
+
+
+def test_serve_refuses_to_start_without_any_authentication(tmp_path: Path) -> None:
+    url = f"sqlite:///{tmp_path / 'fresh.db'}"
+    done = subprocess.run(
+        [sys.executable, "-m", "tether", "serve", "--config", str(PROJECT), "--url", url],
+        capture_output=True,
+        text=True,
+        cwd=tmp_path,
+        timeout=120,
+        check=False,
+    )
+    assert done.returncode == 2
+    assert "tether apikeys create" in done.stderr
+    assert "--no-auth" in done.stderr
+    assert "Traceback" not in done.stderr
+
+
+def test_apikeys_create_refuses_a_bad_tenant(tmp_path: Path) -> None:
+    url = f"sqlite:///{tmp_path / 'k.db'}"
+    done = apikeys(url, "create", "--user", "u", "--tenant", "a\x01" + "x" * 300, cwd=tmp_path)
+    assert done.returncode == 1
+    assert "tenant" in done.stderr
+    assert "Traceback" not in done.stderr
+
+
+async def test_keys_that_cannot_be_checked_are_a_503_not_a_crash(tmp_path: Path) -> None:
+    db = tmp_path / "runtime.db"
+    url = f"sqlite:///{db}"
+    key = new_key(url, "alice", "A", tmp_path)
+    process = ServeProcess(url, tmp_path, auth=())
+    try:
+        process.start()
+        with sqlite3.connect(db) as conn:
+            conn.execute("DROP TABLE tether_api_keys")
+        async with httpx.AsyncClient(base_url=process.base) as http:
+            answer = await http.post("/threads/search", json={}, headers={"x-api-key": key})
+            assert answer.status_code == 503
+            assert answer.json()["detail"] == (
+                "authentication failed (OperationalError); see the server log"
+            )
+            assert (await http.get("/ok")).status_code == 200
+    finally:
+        process.stop()

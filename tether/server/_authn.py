@@ -1,0 +1,178 @@
+"""Authentication of every API request, before routing (ASGI middleware).
+
+One :class:`Authenticator` per app, chosen at startup:
+
+- :class:`ApiKeys`: the built-in keys (``x-api-key: KEY`` or
+  ``Authorization: Bearer KEY``), when ``langgraph.json`` has no ``auth.path``;
+- ``CustomAuth`` (:mod:`tether.server._custom_auth`): the project's
+  ``langgraph_sdk.Auth`` object;
+- :class:`NoAuth`: everyone is the anonymous caller of the default tenant
+  (``tether serve --no-auth``, local development only).
+
+A refused request is answered ``{"detail": ...}`` with the status the
+authenticator chose (401 unless a custom handler raised another) and never
+reaches a route. ``/ok`` and ``/info`` are answered without authentication, as
+LangGraph's server answers them; so are the project's ``http.app`` routes unless
+``http.enable_custom_route_auth`` is true (LangGraph's option).
+"""
+
+from __future__ import annotations
+
+import logging
+from typing import Any, Protocol
+
+from starlette.authentication import AuthCredentials
+from starlette.requests import Request
+from starlette.responses import JSONResponse
+
+from tether.server._caller import ANONYMOUS, AuthUser, Caller
+from tether.server.apikeys import KeyStore
+
+__all__ = [
+    "ApiKeys",
+    "AuthError",
+    "AuthenticatedRoutes",
+    "Authentication",
+    "Authenticator",
+    "NoAuth",
+    "presented_key",
+]
+
+log = logging.getLogger("tether.server")
+
+OPEN_PATHS = frozenset({"/ok", "/info"})
+
+
+class AuthError(Exception):
+    """A refused request: its status, ``detail`` and extra headers."""
+
+    def __init__(
+        self, status: int = 401, detail: str = "Unauthorized", headers: dict[str, str] | None = None
+    ) -> None:
+        super().__init__(detail)
+        self.status = status
+        self.detail = detail
+        self.headers = dict(headers or {})
+
+
+class Authenticator(Protocol):
+    """Turns a request into its :class:`Caller`, or raises :class:`AuthError`."""
+
+    async def authenticate(self, request: Request) -> Caller: ...
+
+
+class NoAuth:
+    """``--no-auth``: every request is the anonymous caller of the default tenant."""
+
+    async def authenticate(self, request: Request) -> Caller:
+        return ANONYMOUS
+
+
+def presented_key(request: Request) -> str | None:
+    """The key in ``x-api-key``, else the token of ``Authorization: Bearer``."""
+    key = request.headers.get("x-api-key")
+    if key:
+        return key.strip()
+    scheme, _, token = (request.headers.get("authorization") or "").partition(" ")
+    if scheme.lower() == "bearer" and token.strip():
+        return token.strip()
+    return None
+
+
+class ApiKeys:
+    """The built-in API keys of the run store's database."""
+
+    def __init__(self, keys: KeyStore) -> None:
+        self.keys = keys
+
+    async def authenticate(self, request: Request) -> Caller:
+        presented = presented_key(request)
+        if presented is None:
+            raise AuthError(
+                401,
+                "missing API key: send it as the x-api-key header or as "
+                "'Authorization: Bearer <key>'",
+                {"WWW-Authenticate": "Bearer"},
+            )
+        key = await self.keys.verify(presented)
+        if key is None:
+            raise AuthError(401, "invalid or revoked API key", {"WWW-Authenticate": "Bearer"})
+        user = AuthUser(
+            {
+                "identity": key.user,
+                "tenant": key.tenant,
+                "permissions": list(key.roles),
+                "is_authenticated": True,
+            }
+        )
+        return Caller(key.user, key.tenant, key.roles, user, f"api-key:{key.key_id}")
+
+
+class Gate:
+    """The authenticator of an app, set when the app starts (its key store opens then)."""
+
+    def __init__(self) -> None:
+        self.authenticator: Authenticator | None = None
+
+
+class Authentication:
+    """ASGI middleware: authenticate each HTTP request and put its :class:`Caller` in
+    ``request.state.tether_caller``; refuse it otherwise."""
+
+    def __init__(self, app: Any, gate: Gate) -> None:
+        self.app = app
+        self.gate = gate
+
+    async def __call__(self, scope: dict[str, Any], receive: Any, send: Any) -> None:
+        if scope["type"] != "http" or scope.get("path") in OPEN_PATHS:
+            await self.app(scope, receive, send)
+            return
+        authenticator = self.gate.authenticator
+        request = Request(scope, receive)
+        try:
+            if authenticator is None:
+                raise AuthError(503, "the server is starting")
+            found = await authenticator.authenticate(request)
+        except AuthError as exc:
+            answer = JSONResponse({"detail": exc.detail}, exc.status, headers=exc.headers)
+            await answer(scope, receive, send)
+            return
+        except Exception as exc:  # the key store's database is down, …: refused, named
+            log.exception("authenticating a request failed")
+            detail = f"authentication failed ({type(exc).__name__}); see the server log"
+            await JSONResponse({"detail": detail}, 503)(scope, receive, send)
+            return
+        scope.setdefault("state", {})["tether_caller"] = found
+        scope["user"] = found.user  # request.user, as Starlette's AuthenticationMiddleware sets it
+        scope["auth"] = AuthCredentials(list(found.roles))
+        await self.app(scope, _replayed(request, receive), send)
+
+
+class AuthenticatedRoutes:
+    """The project's ``http.app`` with its requests authenticated too
+    (``http.enable_custom_route_auth``): its routes see ``request.user``."""
+
+    def __init__(self, app: Any, gate: Gate) -> None:
+        self.routes = app.routes
+        self._app = Authentication(app, gate)
+
+    async def __call__(self, scope: dict[str, Any], receive: Any, send: Any) -> None:
+        await self._app(scope, receive, send)
+
+
+def _replayed(request: Request, receive: Any) -> Any:
+    """``receive``, giving the body first when authentication already read it."""
+    body: bytes | None = getattr(request, "_body", None)
+    if body is None:
+        return receive
+    sent = False
+
+    async def replay() -> dict[str, Any]:
+        nonlocal sent
+        if not sent:
+            sent = True
+            return {"type": "http.request", "body": body, "more_body": False}
+        message: dict[str, Any] = await receive()
+        return message
+
+    return replay
