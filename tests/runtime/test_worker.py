@@ -161,8 +161,9 @@ async def test_a_stopped_worker_whose_lease_was_taken_commits_nothing_after_it_w
     assert holder is not None
     index = int(holder[1:])
     workers.stop(index)
-    # Another worker takes the run over once the lease expires.
-    for _ in range(600):
+    # Another worker takes the run over once the lease expires (on PostgreSQL, once the
+    # server aborted a fenced write the stopped worker had in flight).
+    for _ in range(1200):
         now = await runtime.get(run.run_id)
         if now.worker_id not in (None, holder):
             break

@@ -38,6 +38,7 @@ from tether.checkpointing._delegating import innermost
 
 __all__ = [
     "ASSERT_FENCE_SQL",
+    "FENCED_TRANSACTION_TIMEOUT_MS",
     "FENCE_LOST",
     "FENCE_SQLSTATE",
     "assert_fence",
@@ -52,6 +53,11 @@ __all__ = [
 ]
 
 ASSERT_FENCE_SQL = "SELECT tether_assert_fence(%s, %s)"
+# A fenced PostgreSQL transaction holds a share lock on the run row, which a
+# takeover's claim skips. A client stopped in the middle of a pipeline (before
+# its Sync) is not "idle in transaction" to the server, so only a transaction
+# timeout (PostgreSQL 17+) frees the row; a fenced write never needs this long.
+FENCED_TRANSACTION_TIMEOUT_MS = 10_000
 FENCE_SQLSTATE = "TL001"  # raised by tether_assert_fence (PostgreSQL)
 FENCE_LOST = "tether_fence_lost"  # raised by the TEMP triggers (SQLite)
 
@@ -113,12 +119,18 @@ async def assert_fence(cur: Any) -> None:
 
     A no-op without a same-database guard in this context. The caller opened
     the transaction; in pipeline mode the check is queued with the statements
-    that follow it, so it costs no round trip. Wrap the transaction in
+    that follow it, so it costs no round trip. On PostgreSQL 17+ the
+    transaction also gets a ``transaction_timeout``: a process stopped between
+    two statements of the pipeline would otherwise keep the run row locked,
+    and its runs from being taken over, until it continues. Wrap the transaction in
     :func:`fence_errors`, which sees the error wherever psycopg raises it.
     """
     fence = transaction_fence()
-    if fence is not None:
-        await cur.execute(ASSERT_FENCE_SQL, (fence.run_id, fence.token))
+    if fence is None:
+        return
+    if cur.connection.info.server_version >= 170000:
+        await cur.execute(f"SET LOCAL transaction_timeout = {FENCED_TRANSACTION_TIMEOUT_MS}")
+    await cur.execute(ASSERT_FENCE_SQL, (fence.run_id, fence.token))
 
 
 @asynccontextmanager

@@ -12,7 +12,7 @@ from __future__ import annotations
 import asyncio
 import math
 from collections.abc import AsyncIterator, Sequence
-from contextlib import AbstractAsyncContextManager, asynccontextmanager
+from contextlib import AbstractAsyncContextManager, asynccontextmanager, nullcontext
 from typing import Any
 
 from langchain_core.runnables import RunnableConfig
@@ -135,7 +135,7 @@ class PostgresSaver(SyncBridge, AsyncPostgresSaver):
             return
         async with self.lock, _ainternal.get_connection(self.conn) as conn, fence_errors():
             pipe: AbstractAsyncContextManager[Any] = (
-                conn.pipeline() if self.supports_pipeline else _nothing()
+                conn.pipeline() if self.supports_pipeline else nullcontext()
             )
             async with (
                 pipe,
@@ -310,11 +310,6 @@ class PostgresSaver(SyncBridge, AsyncPostgresSaver):
     # Upstream's sync list steps alist from the caller's thread; see _bridged_list.
     # Assigned last: the name would shadow the builtin in the annotations above.
     list = SyncBridge._bridged_list
-
-
-@asynccontextmanager
-async def _nothing() -> AsyncIterator[None]:
-    yield
 
 
 def _pool_options(options: dict[str, Any]) -> tuple[int, int, float]:

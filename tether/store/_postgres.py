@@ -11,7 +11,7 @@ from __future__ import annotations
 import asyncio
 import builtins
 from collections.abc import AsyncIterator
-from contextlib import asynccontextmanager
+from contextlib import asynccontextmanager, nullcontext
 from typing import Any
 
 from langgraph.checkpoint.postgres import _ainternal
@@ -77,11 +77,6 @@ async def _append(cur: Any, thread_id: str, step: StepPayload) -> int:
     return index
 
 
-@asynccontextmanager
-async def _nothing() -> AsyncIterator[None]:
-    yield
-
-
 def _raw(row: dict[str, Any]) -> RawRecord:
     return RawRecord(
         row["kind"],
@@ -136,10 +131,10 @@ class PostgresDriver:
         async with fence_errors(), self._cursor() as cur:
             conn = cur.connection
             if transaction_fence() is None:
-                async with conn.transaction() if atomic else _nothing():
+                async with conn.transaction() if atomic else nullcontext():
                     yield cur
                 return
-            pipe = conn.pipeline() if self._saver.supports_pipeline else _nothing()
+            pipe = conn.pipeline() if self._saver.supports_pipeline else nullcontext()
             async with pipe, conn.transaction():
                 await assert_fence(cur)
                 yield cur

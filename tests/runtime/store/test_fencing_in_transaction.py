@@ -14,13 +14,14 @@ import asyncio
 import time
 from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import asynccontextmanager
+from datetime import UTC, datetime
 from typing import Any
 
 import pytest
 from langchain_core.runnables import RunnableConfig
 from langgraph.checkpoint.base import BaseCheckpointSaver, empty_checkpoint
 
-from tests.runtime.store.actions import SHORT_LEASE, claim_one, create, take_over
+from tests.runtime.store.actions import GRAPH, LEASE, SHORT_LEASE, claim_one, create, take_over
 from tether import open_checkpointer
 from tether.boundaries import Fence, LeaseLostError, guarding
 from tether.checkpointing import drop_fence, hold_fence
@@ -65,6 +66,16 @@ async def _held(saver: BaseCheckpointSaver[Any], claim: Claim) -> AsyncIterator[
             yield guard
     finally:
         await drop_fence(saver, guard.fence)
+
+
+async def _until_expired(store: RunStore, run_id: str) -> None:
+    for _ in range(200):
+        expires = (await store.get_run(run_id)).lease_expires_at
+        assert expires is not None
+        if expires < datetime.now(UTC):
+            return
+        await asyncio.sleep(SHORT_LEASE)
+    raise AssertionError("the lease never expired")
 
 
 def _config(checkpoint_id: str | None = None) -> RunnableConfig:
@@ -178,3 +189,27 @@ async def test_holding_a_fence_leaves_the_saver_reading_fresh_data(
         item = await saver.aget_tuple(_config())
         assert item is not None
         assert item.checkpoint["id"] == written
+
+
+async def test_a_takeover_skips_a_run_while_its_old_holder_s_write_is_in_flight(
+    store: RunStore, store_url: str
+) -> None:
+    if not store_url.startswith("postgres"):
+        pytest.skip("PostgreSQL row locks; SQLite orders writers by its one write lock")
+    run = await create(store, THREAD)
+    old = await claim_one(store, "w1", lease=SHORT_LEASE)
+    async with open_checkpointer(store_url, encryption=False) as saver:
+        with guarding(_guard(old)):
+            async with saver._cursor(pipeline=True) as cur:  # type: ignore[attr-defined]
+                await cur.execute("SELECT 1 AS one")
+                assert await cur.fetchone() == {"one": 1}  # the fence check ran too
+                # A worker stopped mid-pipeline is not "idle in transaction" to the server;
+                # the transaction's own timeout frees the row (PostgreSQL 17+).
+                if cur.connection.info.server_version >= 170000:
+                    await cur.execute("SHOW transaction_timeout")
+                    assert await cur.fetchone() == {"transaction_timeout": "10s"}
+                await _until_expired(store, run.run_id)
+                # The lease expired, but the write holds the run row: a claim skips it.
+                assert await store.claim_expired("w2", graphs=[GRAPH], limit=1, lease=LEASE) == []
+        new = await take_over(store, "w2")  # once it committed
+        assert new.run.fence == old.run.fence + 1
