@@ -362,10 +362,6 @@ async def test_calls_not_offered_yet_say_so(client: LangGraphClient) -> None:
         await client.store.put_item(["ns"], "key", {"v": 1})
     assert raised.value.response.status_code == 501
     assert "store.put_item" in raised.value.response.json()["detail"]
-    with pytest.raises(httpx.HTTPStatusError) as raised:
-        await client.crons.search()
-    assert raised.value.response.status_code == 501
-    assert "crons.search" in raised.value.response.json()["detail"]
 
 
 async def test_stateless_runs_wait_and_stream(client: LangGraphClient) -> None:

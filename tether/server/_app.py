@@ -16,7 +16,16 @@ from tether._version import __version__
 from tether.runtime import Runtime, Worker
 from tether.runtime import project as projects
 from tether.runtime import worker as workers_module
-from tether.server import _assistants, _graphs, _runs, _threads, _unsupported, _v1, inbox
+from tether.server import (
+    _assistants,
+    _crons,
+    _graphs,
+    _runs,
+    _threads,
+    _unsupported,
+    _v1,
+    inbox,
+)
 from tether.server._errors import install_error_handlers
 from tether.server._http import custom_app, custom_lifespan, with_cors, with_custom_routes
 from tether.server._identity import set_no_auth
@@ -103,7 +112,7 @@ def create_app(
         return {
             "version": __version__,
             "langgraph_py_version": langgraph_version,
-            "flags": {"assistants": True, "crons": False, "langsmith": False},
+            "flags": {"assistants": True, "crons": True, "langsmith": False},
             "host": {"kind": "tether", "project_id": None, "revision_id": None},
         }
 
@@ -111,6 +120,7 @@ def create_app(
     app.include_router(_threads.router)
     app.include_router(_graphs.router)
     app.include_router(_runs.router)
+    app.include_router(_crons.router)
     app.include_router(_v1.router)
     app.include_router(inbox.api_router)
     app.include_router(inbox.pages_router)
