@@ -21,6 +21,7 @@ from tether.server import (
     _crons,
     _graphs,
     _runs,
+    _thread_stream,
     _threads,
     _unsupported,
     _v1,
@@ -121,6 +122,7 @@ def create_app(
     app.include_router(_graphs.router)
     app.include_router(_runs.router)
     app.include_router(_crons.router)
+    app.include_router(_thread_stream.router)
     app.include_router(_v1.router)
     app.include_router(inbox.api_router)
     app.include_router(inbox.pages_router)

@@ -17,7 +17,6 @@ router = APIRouter()
 
 # (method, path, the SDK call that uses it)
 MISSING: tuple[tuple[str, str, str], ...] = (
-    ("GET", "/threads/{thread_id}/stream", "threads.join_stream"),
     ("PUT", "/store/items", "store.put_item"),
     ("GET", "/store/items", "store.get_item"),
     ("DELETE", "/store/items", "store.delete_item"),
