@@ -21,6 +21,7 @@ from tether.server import (
     _crons,
     _graphs,
     _runs,
+    _store,
     _thread_stream,
     _threads,
     _unsupported,
@@ -91,6 +92,7 @@ def create_app(
             try:
                 yield
             finally:
+                await app.state.tether_store.aclose()
                 if not stopping:  # a second stop() would cut the workers' grace short
                     for worker in started:
                         worker.stop()
@@ -101,6 +103,7 @@ def create_app(
     app = FastAPI(title="tether", version=__version__, lifespan=lifespan)
     install_error_handlers(app)
     set_no_auth(app, no_auth)
+    app.state.tether_store = _store.StoreHolder(runtime.url)  # opened on the first store call
 
     @app.get("/ok")
     async def ok() -> dict[str, bool]:
@@ -123,6 +126,7 @@ def create_app(
     app.include_router(_runs.router)
     app.include_router(_crons.router)
     app.include_router(_thread_stream.router)
+    app.include_router(_store.router)
     app.include_router(_v1.router)
     app.include_router(inbox.api_router)
     app.include_router(inbox.pages_router)
