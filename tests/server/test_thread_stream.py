@@ -62,7 +62,8 @@ async def test_follows_runs_started_after_it_joined(client: LangGraphClient) -> 
     seen: list[StreamPart] = []
 
     async def listen() -> None:
-        seen.extend(await _until_done(client.threads.join_stream(tid), 2))
+        # "0-done": from the thread's first run on, whenever this request reaches the server
+        seen.extend(await _until_done(client.threads.join_stream(tid, last_event_id="0-done"), 2))
 
     listener = asyncio.create_task(listen())
     one = await client.runs.create(tid, "ticker", input={"until": 2})

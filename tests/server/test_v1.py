@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
 from typing import Any
 
 import httpx
 import pytest
+from langgraph_sdk import get_client
 
 from tests.server.conftest import PROJECT, ServeProcess, _store_url
 from tether.runtime import Runtime
@@ -242,3 +244,39 @@ def test_openapi_documents_v1(tmp_path: Path) -> None:
     assert {"RunCreateBody", "RunStatusOut", "ResumeBody", "CheckpointOut"} <= set(
         schema["components"]["schemas"]
     )
+
+
+async def test_thread_stream_follows_a_run_resumed_in_place(
+    http: httpx.AsyncClient, base: str
+) -> None:
+    thread = await http.post("/threads", json={})
+    tid = thread.json()["thread_id"]
+    client = get_client(url=base)
+    parts: list[Any] = []
+    stopped_once = asyncio.Event()
+
+    async def listen() -> None:
+        # from the thread's first run on, whenever this request reaches the server
+        async for part in await client.threads.join_stream(tid, last_event_id="0-done"):
+            parts.append(part)
+            if part.event == "run_done":
+                stopped_once.set()
+            if sum(p.event == "run_done" for p in parts) == 2:
+                return
+
+    listener = asyncio.create_task(listen())
+    run_id = await _start(http, "ask", {"text": "s"}, thread_id=tid)
+    assert (await _stopped(http, run_id))["status"] == "interrupted"
+    await stopped_once.wait()  # the stream has sent the run up to its interrupt
+    resumed = await http.post(
+        f"/v1/runs/{run_id}/resume", json={"decision": "resume", "payload": "ok"}
+    )
+    assert resumed.status_code == 200, resumed.text
+    await listener
+    done = [p.data for p in parts if p.event == "run_done"]
+    assert done == [{"run_id": run_id, "status": "success"}] * 2
+    assert [p.data["run_id"] for p in parts if p.event == "metadata"] == [run_id, run_id]
+    values = [p.data for p in parts if p.event == "values"]
+    assert values[-1]["answer"] == "ok"
+    ids = [p.id for p in parts]
+    assert len(set(ids)) == len(ids) - 1  # "<seq>-done" twice: the same run stopped twice

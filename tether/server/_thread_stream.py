@@ -6,8 +6,9 @@ one run after another in creation order, each run's events followed by
 the thread's next runs until the client leaves. Without ``Last-Event-ID`` it
 starts at the run in flight (or the next one to come); each frame's id is
 ``<run seq>-<event seq>``, and a client reconnecting with one gets exactly what
-follows it, finished runs included. Only ``stream_mode=run_modes`` (the SDK's
-default) is offered.
+follows it, finished runs included. A run stopped at an interrupt and resumed
+(the same run continuing) is sent again from where it stopped, with a second
+``run_done``. Only ``stream_mode=run_modes`` (the SDK's default) is offered.
 """
 
 from __future__ import annotations
@@ -109,16 +110,26 @@ def _next(runs: list[Run], cursor: Cursor) -> tuple[Run, int] | None:
 
 
 async def _frames(rt: Runtime, thread_id: str, cursor: Cursor) -> AsyncIterator[bytes]:
+    # Runs stopped at an interrupt, by id: the last event sent. A resume (an approval
+    # decided, ``/v1/runs/{id}/resume``) runs the same run again; its new events follow.
+    waiting = {
+        run.run_id: run.last_seq
+        for run in await _runs(rt, thread_id)
+        if run.status == "interrupted"
+        and (run.seq < cursor[0] or (run.seq == cursor[0] and cursor[1] is None))
+    }
     while True:
-        found = _next(await _runs(rt, thread_id), cursor)
+        runs = await _runs(rt, thread_id)
+        resumed = [r for r in runs if r.run_id in waiting and r.status != "interrupted"]
+        found = (resumed[0], waiting.pop(resumed[0].run_id)) if resumed else _next(runs, cursor)
         if found is None:
             await asyncio.sleep(_POLL)
             continue
-        run, start = found
-        async for event in rt.follow(run.run_id, after=start):
-            if event_mode(event.kind) is None:
-                continue
-            yield frame(event.kind, event.data, f"{run.seq}-{event.seq}")
+        run, last = found
+        async for event in rt.follow(run.run_id, after=last):
+            last = event.seq
+            if event_mode(event.kind) is not None:
+                yield frame(event.kind, event.data, f"{run.seq}-{event.seq}")
         stopped = await rt.get(run.run_id)
         shown = run_json(stopped)
         yield frame(
@@ -126,7 +137,9 @@ async def _frames(rt: Runtime, thread_id: str, cursor: Cursor) -> AsyncIterator[
             {"run_id": run.run_id, "status": None if shown is None else shown["status"]},
             f"{run.seq}-done",
         )
-        cursor = run.seq, None
+        if stopped.status == "interrupted":
+            waiting[run.run_id] = last
+        cursor = max(cursor[0], run.seq), None
 
 
 @router.get("/threads/{thread_id}/stream")
