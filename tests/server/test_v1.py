@@ -202,8 +202,16 @@ async def test_cancel(http: httpx.AsyncClient) -> None:
     done = await _stopped(http, run_id)
     assert done["status"] == "cancelled", done
     assert done["cancel_reason"] == "enough"
-    bare = await http.post(f"/v1/runs/{run_id}/cancel")
-    assert bare.status_code in (200, 409), bare.text
+    again = await http.post(f"/v1/runs/{run_id}/cancel")  # no body: the body is optional
+    assert again.status_code == 409, again.text
+
+    waiting = await _start(http, "ask", {"text": "stop"})
+    assert (await _stopped(http, waiting))["status"] == "interrupted"
+    stopped = await http.post(f"/v1/runs/{waiting}/cancel")
+    assert stopped.status_code == 200, stopped.text
+    assert stopped.json()["status"] == "cancelled"
+    bad = await http.post(f"/v1/runs/{waiting}/cancel", json={"action": "explode"})
+    assert bad.status_code == 422
 
 
 async def test_bad_requests(http: httpx.AsyncClient, base: str) -> None:
