@@ -92,13 +92,14 @@ def create_app(
             try:
                 yield
             finally:
-                await app.state.tether_store.aclose()
                 if not stopping:  # a second stop() would cut the workers' grace short
                     for worker in started:
                         worker.stop()
                 for task in tasks:
                     with contextlib.suppress(Exception, asyncio.CancelledError):
                         await task
+                with contextlib.suppress(Exception):
+                    await app.state.tether_store.aclose()
 
     app = FastAPI(title="tether", version=__version__, lifespan=lifespan)
     install_error_handlers(app)
