@@ -357,17 +357,6 @@ async def test_an_assistants_graph_and_schemas(client: LangGraphClient) -> None:
     assert {"text", "trace", "answer"} <= set(schemas["state_schema"]["properties"])
 
 
-async def test_calls_not_offered_yet_say_so(client: LangGraphClient) -> None:
-    with pytest.raises(httpx.HTTPStatusError) as raised:
-        await client.store.put_item(["ns"], "key", {"v": 1})
-    assert raised.value.response.status_code == 501
-    assert "store.put_item" in raised.value.response.json()["detail"]
-    with pytest.raises(httpx.HTTPStatusError) as raised:
-        await client.crons.search()
-    assert raised.value.response.status_code == 501
-    assert "crons.search" in raised.value.response.json()["detail"]
-
-
 async def test_stateless_runs_wait_and_stream(client: LangGraphClient) -> None:
     out = await client.runs.wait(None, "echo", input={"text": "no thread"})
     assert out == {"text": "no thread", "trace": ["a", "b", "c"]}

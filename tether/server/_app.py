@@ -18,7 +18,18 @@ from tether._version import __version__
 from tether.runtime import Runtime, Worker
 from tether.runtime import project as projects
 from tether.runtime import worker as workers_module
-from tether.server import _assistants, _graphs, _runs, _threads, _unsupported, inbox
+from tether.server import (
+    _assistants,
+    _crons,
+    _graphs,
+    _runs,
+    _store,
+    _thread_stream,
+    _threads,
+    _unsupported,
+    _v1,
+    inbox,
+)
 from tether.server._authn import (
     ApiKeys,
     AuthenticatedRoutes,
@@ -106,6 +117,8 @@ def create_app(
                 for task in tasks:
                     with contextlib.suppress(Exception, asyncio.CancelledError):
                         await task
+                with contextlib.suppress(Exception):
+                    await app.state.tether_store.aclose()
 
     app = FastAPI(title="tether", version=__version__, lifespan=lifespan)
     install_error_handlers(app)
@@ -115,6 +128,20 @@ def create_app(
     @app.exception_handler(AuthError)
     async def refused(_: Any, exc: AuthError) -> JSONResponse:
         return JSONResponse({"detail": exc.detail}, exc.status, headers=exc.headers)
+
+    app.state.tether_store = _store.StoreHolder(runtime.url)  # opened on the first store call
+
+    _add_routes(app)
+    api = SegmentPaths(Authentication(app, gate))
+    routed = custom
+    if custom is not None and (loaded.http or {}).get("enable_custom_route_auth") is True:
+        routed = AuthenticatedRoutes(custom, gate)
+    outer = with_cors(with_custom_routes(api, routed), loaded.http)
+    return TetherApp(outer, app, started, loops, stopping)
+
+
+def _add_routes(app: FastAPI) -> None:
+    """The API's routes: LangGraph's, ``/v1``, the inbox; the 501 catch-all last."""
 
     @app.get("/ok")
     async def ok() -> dict[str, bool]:
@@ -127,7 +154,7 @@ def create_app(
         return {
             "version": __version__,
             "langgraph_py_version": langgraph_version,
-            "flags": {"assistants": True, "crons": False, "langsmith": False},
+            "flags": {"assistants": True, "crons": True, "langsmith": False},
             "host": {"kind": "tether", "project_id": None, "revision_id": None},
         }
 
@@ -135,15 +162,13 @@ def create_app(
     app.include_router(_threads.router)
     app.include_router(_graphs.router)
     app.include_router(_runs.router)
+    app.include_router(_crons.router)
+    app.include_router(_thread_stream.router)
+    app.include_router(_store.router)
+    app.include_router(_v1.router)
     app.include_router(inbox.api_router)
     app.include_router(inbox.pages_router)
     app.include_router(_unsupported.router)  # last: a real route always wins
-    api = SegmentPaths(Authentication(app, gate))
-    routed = custom
-    if custom is not None and (loaded.http or {}).get("enable_custom_route_auth") is True:
-        routed = AuthenticatedRoutes(custom, gate)
-    outer = with_cors(with_custom_routes(api, routed), loaded.http)
-    return TetherApp(outer, app, started, loops, stopping)
 
 
 class TetherApp:

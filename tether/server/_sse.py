@@ -32,7 +32,7 @@ def _dumps(data: Any) -> bytes:
     return orjson.dumps(data, default=streaming.json_default, option=orjson.OPT_NON_STR_KEYS)
 
 
-def frame(event: str, data: Any, event_id: int | None = None) -> bytes:
+def frame(event: str, data: Any, event_id: int | str | None = None) -> bytes:
     """One SSE frame."""
     head = f"event: {event}\ndata: ".encode() + _dumps(data) + b"\n"
     if event_id is not None:

@@ -16,20 +16,7 @@ __all__ = ["router"]
 router = APIRouter()
 
 # (method, path, the SDK call that uses it)
-MISSING: tuple[tuple[str, str, str], ...] = (
-    ("GET", "/threads/{thread_id}/stream", "threads.join_stream"),
-    ("POST", "/threads/{thread_id}/runs/crons", "crons.create_for_thread"),
-    ("POST", "/runs/crons", "crons.create"),
-    ("POST", "/runs/crons/search", "crons.search"),
-    ("POST", "/runs/crons/count", "crons.count"),
-    ("DELETE", "/runs/crons/{cron_id}", "crons.delete"),
-    ("PATCH", "/runs/crons/{cron_id}", "crons.update"),
-    ("PUT", "/store/items", "store.put_item"),
-    ("GET", "/store/items", "store.get_item"),
-    ("DELETE", "/store/items", "store.delete_item"),
-    ("POST", "/store/items/search", "store.search_items"),
-    ("POST", "/store/namespaces", "store.list_namespaces"),
-)
+MISSING: tuple[tuple[str, str, str], ...] = ()
 
 
 def _answer(call: str) -> Callable[[Request], Awaitable[JSONResponse]]:

@@ -1,0 +1,75 @@
+"""The store API through the official SDK against a real ``tether serve``, both backends."""
+
+from __future__ import annotations
+
+import uuid
+
+import httpx
+import pytest
+from langgraph_sdk import get_client
+from langgraph_sdk.client import LangGraphClient
+from langgraph_sdk.errors import NotFoundError, UnprocessableEntityError
+
+
+@pytest.fixture
+def client(server: str) -> LangGraphClient:
+    return get_client(url=server)
+
+
+async def test_put_get_search_namespaces_delete(client: LangGraphClient) -> None:
+    root = f"t{uuid.uuid4().hex}"
+    await client.store.put_item([root, "alice"], "k1", {"name": "Alice", "score": 1})
+    await client.store.put_item([root, "alice"], "k2", {"name": "Alice", "score": 2})
+    await client.store.put_item([root, "bob", "notes"], "k1", {"name": "Bob"})
+
+    item = await client.store.get_item([root, "alice"], "k1")
+    assert item["namespace"] == [root, "alice"]
+    assert item["key"] == "k1"
+    assert item["value"] == {"name": "Alice", "score": 1}
+    assert item["created_at"]
+    assert item["updated_at"]
+
+    await client.store.put_item([root, "alice"], "k1", {"name": "Alice", "score": 10})
+    assert (await client.store.get_item([root, "alice"], "k1"))["value"]["score"] == 10
+
+    everything = await client.store.search_items([root], limit=10)
+    keys = sorted((tuple(i["namespace"]), i["key"]) for i in everything["items"])
+    assert keys == [
+        ((root, "alice"), "k1"),
+        ((root, "alice"), "k2"),
+        ((root, "bob", "notes"), "k1"),
+    ]
+    bob = await client.store.search_items([root], filter={"name": "Bob"})
+    assert [i["namespace"] for i in bob["items"]] == [[root, "bob", "notes"]]
+    page = await client.store.search_items([root, "alice"], limit=1, offset=1)
+    assert len(page["items"]) == 1
+
+    spaces = await client.store.list_namespaces(prefix=[root])
+    assert sorted(spaces["namespaces"]) == [[root, "alice"], [root, "bob", "notes"]]
+    shallow = await client.store.list_namespaces(prefix=[root], max_depth=2)
+    assert sorted(shallow["namespaces"]) == [[root, "alice"], [root, "bob"]]
+
+    await client.store.delete_item([root, "alice"], "k1")
+    with pytest.raises(NotFoundError, match="no item 'k1'"):
+        await client.store.get_item([root, "alice"], "k1")
+
+
+async def test_bad_store_requests(client: LangGraphClient, server: str) -> None:
+    with pytest.raises(UnprocessableEntityError, match="ttl"):
+        await client.store.put_item(["a"], "k", {"v": 1}, ttl=5)
+    with pytest.raises(UnprocessableEntityError, match="vector index"):
+        await client.store.search_items(["a"], query="what did alice say")
+    async with httpx.AsyncClient(base_url=server) as http:
+        no_ns = await http.put("/store/items", json={"namespace": [], "key": "k", "value": {}})
+        assert no_ns.status_code == 422
+        assert "at least one label" in no_ns.json()["detail"]
+        dotted = await http.put(
+            "/store/items", json={"namespace": ["a.b"], "key": "k", "value": {}}
+        )
+        assert dotted.status_code == 422
+        assert "'a.b'" in dotted.json()["detail"]
+        not_object = await http.put(
+            "/store/items", json={"namespace": ["a"], "key": "k", "value": 3}
+        )
+        assert not_object.status_code == 422
+        assert not_object.json()["detail"][0]["loc"] == ["body", "value"]
