@@ -103,6 +103,7 @@ class Execution:
             await flusher
             forget_thread(self.saver, run.thread_id)
         if outcome is None:
+            await self._hand_back_if_still_held(hold)
             return None
         try:
             await self._flush(ctx, hold)
@@ -219,6 +220,18 @@ class Execution:
                     ctx.events.add(name, data, "|".join(ns))
                 if mode == "checkpoints" and not ns:
                     ctx.check("step")
+
+    async def _hand_back_if_still_held(self, hold: Any) -> None:
+        """After a lost lease: if the store still says this worker holds the run (the loss
+        was only in doubt), hand it back for any worker to continue; otherwise (another
+        worker took it over) the fenced release writes nothing."""
+        try:
+            await self.store.release(hold, reason="lease in doubt")
+            log.warning("run %s: lease was in doubt; handed back", hold.run_id)
+        except (FenceLostError, LeaseLostError):
+            pass
+        except Exception:
+            log.exception("run %s: handing back after a lost lease failed", hold.run_id)
 
     async def _flush(self, ctx: RunContext, hold: Any) -> None:
         batch = ctx.events.take()

@@ -335,6 +335,9 @@ class Worker:
                     continue  # an idle worker refreshes its row once a lease
                 beat = time.monotonic()
                 sent = time.monotonic()
+                # Only runs held when the heartbeat is sent can be judged by its answer: a run
+                # claimed while it is in flight may not be in the rows it saw.
+                judged = set(self._held)
                 try:
                     confirmed = await store.heartbeat(self.worker_id, lease=self.lease)
                 except Exception:
@@ -350,6 +353,8 @@ class Worker:
                     )
                 by_run = {held.run_id: held for held in confirmed}
                 for run_id, (ctx, _task) in list(self._held.items()):
+                    if run_id not in judged:
+                        continue
                     held = by_run.get(run_id)
                     if held is None or held.fence != ctx.fence.token:
                         if not ctx.lost:
