@@ -22,6 +22,8 @@ EXPECTED = {
     "runtime_failover.py": "duplicate payments: 0 in 2 runs",
     "runtime_idle.py": "100 suspended vs none",
     "runtime_throughput.py": "ratio = tether / in-process LangGraph",
+    "server_throughput.py": "tether / in-process",
+    "server_resume.py": "tether first-event p50",
 }
 
 
