@@ -96,14 +96,14 @@ def _server(
 
 @contextlib.contextmanager
 def tether_serve(
-    url: str, workdir: Path, *, workers: int = 1, concurrency: int = 10
+    url: str, workdir: Path, *, workers: int = 1, concurrency: int = 10, lease: float = 2.0
 ) -> Iterator[str]:
     """``tether serve`` on the run store ``url``; its base URL."""
     port = free_port()
     command = [
         *(sys.executable, "-m", "tether", "serve", "--config", str(PROJECT), "--url", url),
         *("--port", str(port), "--workers", str(workers), "--concurrency", str(concurrency)),
-        *("--log-level", "warning"),
+        *("--lease", str(lease), "--log-level", "warning"),
     ]
     base = f"http://127.0.0.1:{port}"
     try:

@@ -121,7 +121,7 @@ async def measure(args: argparse.Namespace, workdir: Path) -> tuple[dict[str, li
         for i in range(args.repeat):
             here = workdir / str(i)
             here.mkdir()
-            with tether_serve(next(fresh), here, workers=args.workers) as base:
+            with tether_serve(next(fresh), here, workers=args.workers, lease=args.lease) as base:
                 results["tether serve"].append(
                     await over_http(base, args.clients, args.runs, args.warmup)
                 )
@@ -165,6 +165,7 @@ def main() -> None:
     parser.add_argument("--runs", type=int, default=400, help="measured runs per peer")
     parser.add_argument("--clients", type=int, default=4, help="concurrent SDK clients")
     parser.add_argument("--workers", type=int, default=1, help="tether serve --workers")
+    parser.add_argument("--lease", type=float, default=2.0, help="tether serve --lease")
     parser.add_argument("--warmup", type=int, default=20, help="runs before measuring")
     parser.add_argument("--repeat", type=int, default=2)
     parser.add_argument("--quick", action="store_true", help="20 runs once: a smoke run")
@@ -174,6 +175,7 @@ def main() -> None:
     print(
         f"server throughput, runs.wait on three_node, {args.clients} clients, "
         f"{args.runs} runs x {args.repeat}, tether serve --workers {args.workers} "
+        f"--lease {args.lease:g} "
         f"on PostgreSQL; {machine()}"
     )
     with tempfile.TemporaryDirectory() as tmp:
