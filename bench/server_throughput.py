@@ -4,8 +4,9 @@ The graph is ``three_node`` (a -> b -> c, trivial async nodes). ``--clients``
 (4) SDK clients (``langgraph_sdk.get_client``, one each) call
 ``runs.wait(thread, "three_node", if_not_exists="create")`` on a new thread
 each time, one call after another, until ``--runs`` runs are done; runs/s
-counts from the first call to the last answer, and each call's latency is
-timed. Peers, side by side in one run:
+counts the answered calls from the first call to the last answer, and each
+call's latency is timed; a call unanswered after 30 s is given up and counted
+as stalled. Peers, side by side in one run:
 
 * **tether serve** on a throwaway PostgreSQL database (``--workers``
   in-process workers of concurrency 10);
@@ -41,32 +42,45 @@ from runtime_project.graphs import build_three_node
 Call = Callable[[], Awaitable[None]]
 
 
+STALL = 30.0  # seconds after which a call is given up and counted as stalled
+
+
 @dataclass
 class Figures:
-    """One measurement: runs/s and every call's latency (s)."""
+    """One measurement: runs/s (answered calls), their latencies (s), calls given up."""
 
     rate: float
     latencies: list[float]
+    stalled: int
 
 
 async def drive(calls: list[Call], runs: int, warmup: int) -> Figures:
-    """``warmup`` then ``runs`` runs, each ``calls[i]`` calling one after another."""
+    """``warmup`` then ``runs`` runs, each ``calls[i]`` calling one after another.
+
+    A call not answered within :data:`STALL` seconds is given up (its client goes
+    on with the next run) and counted as stalled, not as a run done.
+    """
     for _ in range(warmup):
         await calls[0]()
     left = runs
     latencies: list[float] = []
+    stalled = 0
 
     async def client(call: Call) -> None:
-        nonlocal left
+        nonlocal left, stalled
         while left > 0:
             left -= 1
             began = time.perf_counter()
-            await call()
+            try:
+                await asyncio.wait_for(call(), STALL)
+            except TimeoutError:
+                stalled += 1
+                continue
             latencies.append(time.perf_counter() - began)
 
     started = time.perf_counter()
     await asyncio.gather(*(client(call) for call in calls))
-    return Figures(runs / (time.perf_counter() - started), latencies)
+    return Figures(len(latencies) / (time.perf_counter() - started), latencies, stalled)
 
 
 def _check(values: object) -> None:
