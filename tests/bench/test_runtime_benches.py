@@ -1,4 +1,4 @@
-"""The runtime benchmarks still run: each one's ``--quick`` mode, end to end.
+"""The runtime and server benchmarks still run: each one's ``--quick`` mode, end to end.
 
 A smoke test only: it checks that a benchmark completes and prints its figures,
 never what the figures are (the machine running the tests decides those).
