@@ -155,10 +155,14 @@ async def measure(args: argparse.Namespace, workdir: Path) -> tuple[dict[str, li
 
 def report(results: dict[str, list[Figures]], skipped: str) -> None:
     best = {name: max(runs, key=lambda f: f.rate) for name, runs in results.items() if runs}
-    print(f"{'':<16}{'runs/s':>10}{'p50':>12}{'p99':>12}")
+    print(f"{'':<16}{'runs/s':>10}{'p50':>12}{'p99':>12}{'max':>12}{'stalled':>9}")
     for name, figures in best.items():
         ms = [s * 1000 for s in figures.latencies]
-        print(f"{name:<16}{figures.rate:>10.1f}{median(ms):>9.1f} ms{percentile(ms, 99):>9.1f} ms")
+        print(
+            f"{name:<16}{figures.rate:>10.1f}{median(ms):>9.1f} ms{percentile(ms, 99):>9.1f} ms"
+            f"{max(ms):>9.0f} ms{figures.stalled:>9}"
+        )
+    print(f"stalled: calls unanswered after {STALL:.0f} s, given up (not counted as runs)")
     if skipped:
         print(f"langgraph dev skipped: {skipped}")
     ours = best["tether serve"].rate
