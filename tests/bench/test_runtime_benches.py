@@ -1,4 +1,4 @@
-"""The runtime benchmarks still run: each one's ``--quick`` mode, end to end.
+"""The runtime and server benchmarks still run: each one's ``--quick`` mode, end to end.
 
 A smoke test only: it checks that a benchmark completes and prints its figures,
 never what the figures are (the machine running the tests decides those).
@@ -22,6 +22,8 @@ EXPECTED = {
     "runtime_failover.py": "duplicate payments: 0 in 2 runs",
     "runtime_idle.py": "100 suspended vs none",
     "runtime_throughput.py": "ratio = tether / in-process LangGraph",
+    "server_throughput.py": "tether / in-process",
+    "server_resume.py": "tether first-event p50",
 }
 
 
