@@ -1,10 +1,16 @@
-"""Request bodies of the routes, as the SDK sends them (unknown keys are ignored)."""
+"""Request bodies of the routes, as the SDK sends them (unknown keys are ignored).
+
+Every JSON value in a body must be one the server can store and send back:
+integers within 64 bits and finite numbers (a body's ``NaN`` or ``1e999`` is
+not JSON either). A body holding another is refused (422), naming where.
+"""
 
 from __future__ import annotations
 
+import math
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict
+from pydantic import BaseModel, ConfigDict, model_validator
 
 __all__ = [
     "AssistantCreate",
@@ -24,8 +30,40 @@ __all__ = [
 ]
 
 
+_SMALLEST = -(2**63)
+_LARGEST = 2**64 - 1  # what JSON values are serialized with (orjson) holds
+
+
+def _unstorable(value: Any, path: str) -> str | None:
+    """Where ``value`` holds a number the server cannot store and send back, as a message."""
+    if isinstance(value, int) and not isinstance(value, bool):
+        if _SMALLEST <= value <= _LARGEST:
+            return None
+        return f"{path}: the integer {value} is outside the 64-bit range"
+    if isinstance(value, float):
+        return None if math.isfinite(value) else f"{path}: {value} is not a JSON number"
+    items: Any = ()
+    if isinstance(value, dict):
+        items = ((f"{path}.{k}", v) for k, v in value.items())
+    elif isinstance(value, list):
+        items = ((f"{path}[{i}]", v) for i, v in enumerate(value))
+    for where, item in items:
+        found = _unstorable(item, where)
+        if found is not None:
+            return found
+    return None
+
+
 class _Body(BaseModel):
     model_config = ConfigDict(extra="ignore")
+
+    @model_validator(mode="after")
+    def _storable(self) -> _Body:
+        for name in type(self).model_fields:
+            found = _unstorable(getattr(self, name), name)
+            if found is not None:
+                raise ValueError(found)
+        return self
 
 
 class RunCreate(_Body):
