@@ -166,17 +166,31 @@ async def test_malformed_run_creations_create_nothing(fuzzed: tuple[str, str]) -
         ("/threads/search", b'{"metadata": {"n": NaN}}', "metadata.n: nan"),
         ("/runs", b'{"assistant_id": "refund", "input": {"x": Infinity}}', "input.x: inf"),
         ("/assistants", b'{"graph_id": "refund", "config": {"n": 1e999}}', "config.n: inf"),
+        # PostgreSQL stores 1e30 as a 31-digit integer, which no read could send back
+        ("/threads", b'{"metadata": {"n": 1e30}}', "metadata.n: the number 1e+30"),
+        ("/threads/search", b'{"ids": ["a", "b\\u0000"]}', "ids[1] contains a NUL"),
+        ("/threads/prune", b'{"thread_ids": ["\\u0000"]}', "thread_ids[0] contains a NUL"),
+        ("/assistants/refund", b'{"metadata": {"k": "\\u0000"}}', "metadata.k contains a NUL"),
+        ("/threads/{thread}/history", b'{"before": "\\u0000"}', "before contains a NUL"),
+        ("/threads/{thread}/history", b'{"limit": -1}', "limit"),
     ],
 )
-async def test_numbers_json_cannot_hold_are_refused(
-    fuzzed: tuple[str, str], path: str, body: bytes, named: str
+async def test_values_the_store_cannot_hold_are_refused(
+    fuzzed: tuple[str, str], known: dict[str, str], path: str, body: bytes, named: str
 ) -> None:
     """A number outside 64 bits was stored, then every read of it failed (500): a thread
-    search listing it broke for everyone. Now it is refused, naming where it is."""
+    search listing it broke for everyone; a NUL character or a negative limit reached
+    PostgreSQL (500). Now each is refused, naming where it is."""
     base, url = fuzzed
     before = await _count_runs(url)
+    method = "PATCH" if path.startswith("/assistants/") else "POST"
     async with httpx.AsyncClient(base_url=base, timeout=30) as http:
-        answer = await http.post(path, content=body, headers={"content-type": "application/json"})
+        answer = await http.request(
+            method,
+            path.format(thread=known["thread_id"]),
+            content=body,
+            headers={"content-type": "application/json"},
+        )
         assert answer.status_code == 422, answer.text
         assert named in answer.text, answer.text
         listed = await http.post("/threads/search", json={"limit": 1000})
