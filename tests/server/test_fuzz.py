@@ -10,9 +10,11 @@ wrong) must each be refused with a 4xx naming the problem, and create no run.
 from __future__ import annotations
 
 import asyncio
+import re
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
+from urllib.parse import quote
 
 import httpx
 import pytest
@@ -214,3 +216,19 @@ async def test_a_history_filter_the_checkpointer_refuses_is_a_422(
     else:
         assert answer.status_code == 200, answer.text
         assert answer.json() == []
+
+
+@pytest.mark.parametrize("odd", ["a\x00b", "\udc80", "x" * 5000, "%", ".."])
+async def test_odd_ids_in_every_path_are_refused(fuzzed: tuple[str, str], odd: str) -> None:
+    """Every operation with an id in its path, given an id that cannot exist (a NUL, a lone
+    surrogate, too long, ``%``, ``..``): a 4xx, never a 5xx."""
+    segment = quote(odd.encode("utf-8", "surrogatepass"), safe="").replace(".", "%2E")
+    async with httpx.AsyncClient(base_url=fuzzed[0], timeout=30, headers=DANA) as http:
+        for path, operations in DOCUMENT["paths"].items():
+            if "{" not in path:
+                continue
+            url = re.sub(r"\{[^}]+\}", segment, path)
+            for method in operations:
+                body = {"assistant_id": "refund", "decision": "approve", "metadata": {}}
+                answer = await http.request(method.upper(), url, json=body)
+                assert 400 <= answer.status_code < 500, (method, url, answer.text)
