@@ -232,3 +232,23 @@ async def test_odd_ids_in_every_path_are_refused(fuzzed: tuple[str, str], odd: s
                 body = {"assistant_id": "refund", "decision": "approve", "metadata": {}}
                 answer = await http.request(method.upper(), url, json=body)
                 assert 400 <= answer.status_code < 500, (method, url, answer.text)
+
+
+async def test_a_nul_in_every_query_parameter_is_refused(
+    fuzzed: tuple[str, str], known: dict[str, str]
+) -> None:
+    """Every query parameter of every operation, given a NUL character (on ids that exist):
+    a 4xx or an answer, never a 5xx."""
+    async with httpx.AsyncClient(base_url=fuzzed[0], timeout=30, headers=DANA) as http:
+        for path, operations in DOCUMENT["paths"].items():
+            url = path.format(**{k: quote(v, safe="") for k, v in known.items()}, namespace="x")
+            for method, operation in operations.items():
+                if method == "delete":
+                    continue
+                for parameter in operation.get("parameters", []):
+                    if parameter["in"] != "query":
+                        continue
+                    answer = await http.request(
+                        method.upper(), url, params={parameter["name"]: "a\x00b"}, json={}
+                    )
+                    assert answer.status_code < 500, (method, url, parameter, answer.text)

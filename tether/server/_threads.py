@@ -139,6 +139,8 @@ async def get_history(
     limit: Annotated[int, Query(ge=1)] = 10,
     before: str | None = None,
 ) -> list[dict[str, Any]]:
+    if before is not None and "\x00" in before:
+        raise ApiError(422, f"before={before!r} contains a NUL character, which no id holds")
     return await srv.history(
         path_id(thread_id),
         limit=limit,
