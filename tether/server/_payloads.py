@@ -15,6 +15,8 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
+from tether.server._errors import ApiError
+
 __all__ = [
     "AssistantCreate",
     "AssistantLatest",
@@ -111,7 +113,9 @@ class _Body(BaseModel):
             if found is None and name in _NO_NUL:
                 found = _nul(value, name)
             if found is not None:
-                raise ValueError(found)
+                # not a ValueError: the answer's detail is this message, as for the
+                # runtime's refusals, which is what the SDK shows
+                raise ApiError(422, found)
         return self
 
 
