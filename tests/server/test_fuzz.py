@@ -253,3 +253,20 @@ async def test_a_nul_in_every_query_parameter_is_refused(
                         method.upper(), url, params={parameter["name"]: "a\x00b"}, json={}
                     )
                     assert answer.status_code < 500, (method, url, parameter, answer.text)
+
+
+@pytest.mark.parametrize("amount", [2**70, 1e30, -(2**64)])
+async def test_an_edit_with_a_number_json_cannot_hold_is_refused(
+    fuzzed: tuple[str, str], amount: float
+) -> None:
+    """Edited arguments are a body too: a number beyond 64 bits is a 4xx, the run still waits."""
+    client = get_client(url=fuzzed[0])
+    thread_id, _ = await waiting_refund(client, 700)
+    async with httpx.AsyncClient(base_url=fuzzed[0], timeout=30, headers=DANA) as http:
+        req = await approval_of(http, thread_id)
+        args = {**req["args"], "amount_cents": amount}
+        body = {"decision": "edit", "args_sha256": req["args_sha256"], "args": args}
+        answer = await http.post(f"/approvals/{req['approval_id']}/decide", json=body)
+        assert 400 <= answer.status_code < 500, answer.text
+        assert "amount_cents" in answer.text or "64-bit" in answer.text, answer.text
+        assert (await approval_of(http, thread_id))["decision"] is None
