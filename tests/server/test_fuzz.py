@@ -270,3 +270,27 @@ async def test_an_edit_with_a_number_json_cannot_hold_is_refused(
         assert 400 <= answer.status_code < 500, answer.text
         assert "amount_cents" in answer.text or "64-bit" in answer.text, answer.text
         assert (await approval_of(http, thread_id))["decision"] is None
+
+
+@pytest.mark.parametrize(
+    "call",
+    [
+        ("GET", "/threads/{thread}/history", {"limit": str(2**70)}, None, {}),
+        ("POST", "/threads/{thread}/history", {}, {"limit": 2**63}, {}),
+        ("POST", "/threads/search", {}, {"offset": 2**63}, {}),
+        ("POST", "/assistants/search", {}, {"limit": 2**63}, {}),
+        ("POST", "/assistants/refund/versions", {}, {"offset": 2**63}, {}),
+        ("POST", "/assistants/refund/latest", {}, {"version": 2**63}, {}),
+        ("GET", "/threads/{thread}/runs", {"offset": str(2**63)}, None, {}),
+        ("GET", "/threads/{thread}/runs/{run}/stream", {}, None, {"last-event-id": str(2**70)}),
+    ],
+)
+async def test_counts_beyond_what_a_database_takes_are_refused(
+    fuzzed: tuple[str, str], known: dict[str, str], call: tuple[Any, ...]
+) -> None:
+    """A limit, offset, version or event id beyond 63 bits reached the database (500)."""
+    method, path, query, body, headers = call
+    url = path.format(thread=known["thread_id"], run=known["run_id"])
+    async with httpx.AsyncClient(base_url=fuzzed[0], timeout=30) as http:
+        answer = await http.request(method, url, params=query, json=body, headers=headers)
+    assert answer.status_code == 422, answer.text

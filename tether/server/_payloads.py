@@ -18,6 +18,7 @@ from pydantic import BaseModel, ConfigDict, Field, model_validator
 from tether.server._errors import ApiError
 
 __all__ = [
+    "BIGGEST_COUNT",
     "AssistantCreate",
     "AssistantLatest",
     "AssistantSearch",
@@ -35,6 +36,8 @@ __all__ = [
 ]
 
 
+BIGGEST_COUNT = 2**63 - 1
+"""The largest limit, offset or version a database takes (a larger one answered 500)."""
 _SMALLEST = -(2**63)
 _LARGEST = 2**64 - 1  # what JSON values are serialized with (orjson) holds
 
@@ -172,8 +175,8 @@ class ThreadSearch(_Body):
     values: dict[str, Any] | None = None
     ids: list[str] | None = None
     status: Literal["idle", "busy", "interrupted", "error"] | None = None
-    limit: int = 10
-    offset: int = 0
+    limit: int = Field(10, le=BIGGEST_COUNT)
+    offset: int = Field(0, le=BIGGEST_COUNT)
     sort_by: Literal["thread_id", "status", "created_at", "updated_at", "state_updated_at"] = (
         "updated_at"
     )
@@ -214,7 +217,7 @@ class StateAtCheckpoint(_Body):
 class HistoryRequest(_Body):
     """``POST /threads/{id}/history``."""
 
-    limit: int = Field(10, ge=1)
+    limit: int = Field(10, ge=1, le=BIGGEST_COUNT)
     before: str | dict[str, Any] | None = None
     metadata: dict[str, Any] | None = None
     checkpoint: dict[str, Any] | None = None
@@ -239,8 +242,8 @@ class AssistantSearch(_Body):
     metadata: dict[str, Any] | None = None
     graph_id: str | None = None
     name: str | None = None
-    limit: int = 10
-    offset: int = 0
+    limit: int = Field(10, le=BIGGEST_COUNT)
+    offset: int = Field(0, le=BIGGEST_COUNT)
     sort_by: Literal["assistant_id", "graph_id", "name", "created_at", "updated_at"] | None = None
     sort_order: Literal["asc", "desc"] | None = None
     select: (
@@ -277,11 +280,11 @@ class AssistantVersions(_Body):
     """``POST /assistants/{id}/versions``."""
 
     metadata: dict[str, Any] | None = None
-    limit: int = 10
-    offset: int = 0
+    limit: int = Field(10, le=BIGGEST_COUNT)
+    offset: int = Field(0, le=BIGGEST_COUNT)
 
 
 class AssistantLatest(_Body):
     """``POST /assistants/{id}/latest``."""
 
-    version: int
+    version: int = Field(le=BIGGEST_COUNT)
