@@ -6,7 +6,12 @@ from the status code, so a client sees the runtime's own explanation.
 
 from __future__ import annotations
 
+from typing import Any
+
 from fastapi import FastAPI, Request
+from fastapi.encoders import jsonable_encoder
+from fastapi.exception_handlers import request_validation_exception_handler
+from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
 
 from tether.runtime import (
@@ -52,8 +57,27 @@ def status_for(error: BaseException) -> int | None:
     return None
 
 
+def _describe_details(app: FastAPI) -> None:
+    """Say in ``/openapi.json`` that a 422's ``detail`` is a message, or FastAPI's list of
+    validation errors (a body that does not parse)."""
+    generate = app.openapi
+
+    def openapi() -> dict[str, Any]:
+        document = generate()
+        schemas = document.get("components", {}).get("schemas", {})
+        detail = schemas.get("HTTPValidationError", {}).get("properties", {}).get("detail")
+        if detail is not None and "anyOf" not in detail:
+            listed = {k: v for k, v in detail.items() if k != "title"}
+            detail.clear()
+            detail.update({"anyOf": [{"type": "string"}, listed], "title": "Detail"})
+        return document
+
+    app.openapi = openapi  # type: ignore[method-assign]
+
+
 def install_error_handlers(app: FastAPI) -> None:
-    """Answer runtime errors with their status and message instead of a 500."""
+    """Answer runtime errors with their status and message instead of a 500 (and describe
+    the message in ``/openapi.json``)."""
 
     async def api_error(_: Request, exc: Exception) -> JSONResponse:
         assert isinstance(exc, ApiError)
@@ -65,6 +89,18 @@ def install_error_handlers(app: FastAPI) -> None:
             raise exc
         return JSONResponse({"detail": str(exc)}, status_code=status)
 
+    async def invalid_request(request: Request, exc: Exception) -> JSONResponse:
+        assert isinstance(exc, RequestValidationError)
+        try:
+            return await request_validation_exception_handler(request, exc)
+        except ValueError:  # the input echoed back holds NaN or an infinity, not JSON
+            errors = [
+                {k: v for k, v in e.items() if k not in ("input", "ctx")} for e in exc.errors()
+            ]
+            return JSONResponse({"detail": jsonable_encoder(errors)}, status_code=422)
+
+    _describe_details(app)
+    app.add_exception_handler(RequestValidationError, invalid_request)
     app.add_exception_handler(ApiError, api_error)
     for kind, _status in _STATUS:
         app.add_exception_handler(kind, runtime_error)

@@ -14,6 +14,8 @@ from __future__ import annotations
 from typing import Any
 from urllib.parse import quote, unquote
 
+from tether.server._errors import ApiError
+
 __all__ = ["SegmentPaths", "path_id", "quote_id"]
 
 
@@ -23,8 +25,16 @@ def _segment(raw: str) -> str:
 
 
 def path_id(value: str) -> str:
-    """A path parameter as the client meant it (see :class:`SegmentPaths`)."""
-    return unquote(value, errors="replace")
+    """A path parameter as the client meant it (see :class:`SegmentPaths`).
+
+    Raises:
+        ApiError: 422 for an id holding a NUL character, which no id can hold
+            (PostgreSQL could not even look it up).
+    """
+    decoded = unquote(value, errors="replace")
+    if "\x00" in decoded:
+        raise ApiError(422, f"the id {decoded!r} in the path contains a NUL character")
+    return decoded
 
 
 class SegmentPaths:

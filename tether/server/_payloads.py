@@ -1,12 +1,24 @@
-"""Request bodies of the routes, as the SDK sends them (unknown keys are ignored)."""
+"""Request bodies of the routes, as the SDK sends them (unknown keys are ignored).
+
+Every JSON value in a body must be one the server can store and send back:
+numbers within the 64-bit integer range (PostgreSQL stores ``1e30`` as an
+integer of 31 digits) and finite (a body's ``NaN`` or ``1e999`` is not JSON
+either); and ids, metadata, config and context hold no NUL character (the run
+store refuses them on every backend, as PostgreSQL cannot hold them). A body
+holding another is refused (422), naming where.
+"""
 
 from __future__ import annotations
 
+import math
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict
+from pydantic import BaseModel, ConfigDict, Field, model_validator
+
+from tether.server._errors import ApiError
 
 __all__ = [
+    "BIGGEST_COUNT",
     "AssistantCreate",
     "AssistantLatest",
     "AssistantSearch",
@@ -24,8 +36,90 @@ __all__ = [
 ]
 
 
+BIGGEST_COUNT = 2**63 - 1
+"""The largest limit, offset or version a database takes (a larger one answered 500)."""
+_SMALLEST = -(2**63)
+_LARGEST = 2**64 - 1  # what JSON values are serialized with (orjson) holds
+
+
+def _bad_number(value: int | float, path: str) -> str | None:
+    if isinstance(value, float) and not math.isfinite(value):
+        return f"{path}: {value} is not a JSON number"
+    if _SMALLEST <= value <= _LARGEST:
+        return None
+    kind = "integer" if isinstance(value, int) else "number"
+    return f"{path}: the {kind} {value} is outside the 64-bit integer range"
+
+
+def _unstorable(value: Any, path: str) -> str | None:
+    """Where ``value`` holds a number the server cannot store and send back, as a message."""
+    if isinstance(value, int | float) and not isinstance(value, bool):
+        return _bad_number(value, path)
+    items: Any = ()
+    if isinstance(value, dict):
+        items = ((f"{path}.{k}", v) for k, v in value.items())
+    elif isinstance(value, list):
+        items = ((f"{path}[{i}]", v) for i, v in enumerate(value))
+    for where, item in items:
+        found = _unstorable(item, where)
+        if found is not None:
+            return found
+    return None
+
+
+# Fields whose text (keys too) may not hold a NUL character.
+_NO_NUL = frozenset(
+    {
+        "assistant_id",
+        "before",
+        "checkpoint",
+        "checkpoint_id",
+        "config",
+        "context",
+        "graph_id",
+        "ids",
+        "metadata",
+        "run_ids",
+        "thread_id",
+        "thread_ids",
+    }
+)
+
+
+def _nul(value: Any, path: str) -> str | None:
+    """Where ``value`` holds a NUL character, as a message."""
+    if isinstance(value, str):
+        return f"{path} contains a NUL character" if "\x00" in value else None
+    items: Any = ()
+    if isinstance(value, dict):
+        for key in value:
+            if isinstance(key, str) and "\x00" in key:
+                return f"{path} has a key with a NUL character"
+        items = ((f"{path}.{k}", v) for k, v in value.items())
+    elif isinstance(value, list):
+        items = ((f"{path}[{i}]", v) for i, v in enumerate(value))
+    for where, item in items:
+        found = _nul(item, where)
+        if found is not None:
+            return found
+    return None
+
+
 class _Body(BaseModel):
     model_config = ConfigDict(extra="ignore")
+
+    @model_validator(mode="after")
+    def _storable(self) -> _Body:
+        for name in type(self).model_fields:
+            value = getattr(self, name)
+            found = _unstorable(value, name)
+            if found is None and name in _NO_NUL:
+                found = _nul(value, name)
+            if found is not None:
+                # not a ValueError: the answer's detail is this message, as for the
+                # runtime's refusals, which is what the SDK shows
+                raise ApiError(422, found)
+        return self
 
 
 class RunCreate(_Body):
@@ -81,8 +175,8 @@ class ThreadSearch(_Body):
     values: dict[str, Any] | None = None
     ids: list[str] | None = None
     status: Literal["idle", "busy", "interrupted", "error"] | None = None
-    limit: int = 10
-    offset: int = 0
+    limit: int = Field(10, le=BIGGEST_COUNT)
+    offset: int = Field(0, le=BIGGEST_COUNT)
     sort_by: Literal["thread_id", "status", "created_at", "updated_at", "state_updated_at"] = (
         "updated_at"
     )
@@ -123,7 +217,7 @@ class StateAtCheckpoint(_Body):
 class HistoryRequest(_Body):
     """``POST /threads/{id}/history``."""
 
-    limit: int = 10
+    limit: int = Field(10, ge=1, le=BIGGEST_COUNT)
     before: str | dict[str, Any] | None = None
     metadata: dict[str, Any] | None = None
     checkpoint: dict[str, Any] | None = None
@@ -148,8 +242,8 @@ class AssistantSearch(_Body):
     metadata: dict[str, Any] | None = None
     graph_id: str | None = None
     name: str | None = None
-    limit: int = 10
-    offset: int = 0
+    limit: int = Field(10, le=BIGGEST_COUNT)
+    offset: int = Field(0, le=BIGGEST_COUNT)
     sort_by: Literal["assistant_id", "graph_id", "name", "created_at", "updated_at"] | None = None
     sort_order: Literal["asc", "desc"] | None = None
     select: (
@@ -186,11 +280,11 @@ class AssistantVersions(_Body):
     """``POST /assistants/{id}/versions``."""
 
     metadata: dict[str, Any] | None = None
-    limit: int = 10
-    offset: int = 0
+    limit: int = Field(10, le=BIGGEST_COUNT)
+    offset: int = Field(0, le=BIGGEST_COUNT)
 
 
 class AssistantLatest(_Body):
     """``POST /assistants/{id}/latest``."""
 
-    version: int
+    version: int = Field(le=BIGGEST_COUNT)

@@ -22,7 +22,7 @@ from tether.runtime import Run, RunNotActiveError, streaming
 from tether.server._errors import ApiError
 from tether.server._mapping import run_json
 from tether.server._paths import path_id, quote_id
-from tether.server._payloads import CancelMany, RunCreate
+from tether.server._payloads import BIGGEST_COUNT, CancelMany, RunCreate
 from tether.server._served import Served, served
 from tether.server._sse import heartbeat_json, run_frames
 
@@ -112,6 +112,8 @@ def _after(last_event_id: str | None) -> int:
         ) from None
     if after < 0:
         raise ApiError(422, f"Last-Event-ID must not be negative, got {after}")
+    if after > BIGGEST_COUNT:
+        raise ApiError(422, f"Last-Event-ID {after} is larger than any event id")
     return after
 
 
@@ -217,7 +219,7 @@ async def list_runs(
     thread_id: str,
     srv: Srv,
     limit: Annotated[int, Query(ge=1, le=1000)] = 10,
-    offset: Annotated[int, Query(ge=0)] = 0,
+    offset: Annotated[int, Query(ge=0, le=BIGGEST_COUNT)] = 0,
     status: str | None = None,
 ) -> list[dict[str, Any]]:
     thread = await srv.runtime.get_thread(path_id(thread_id))

@@ -23,6 +23,7 @@ from langchain_core.runnables import RunnableConfig
 
 from tether.runtime import Run, Runtime, Thread
 from tether.runtime import project as projects
+from tether.server._errors import ApiError
 from tether.server._mapping import empty_state, state_json
 
 __all__ = ["Served", "served"]
@@ -100,13 +101,19 @@ class Served:
         saver = await self.runtime.checkpointer()
         states = []
         async with self.project.graph(graph_id, config, saver) as graph:
-            async for snapshot in graph.aget_state_history(
-                config,
-                limit=limit,
-                before=self.config(thread_id, before) if before else None,
-                filter=dict(metadata) if metadata else None,
-            ):
-                states.append(state_json(snapshot))
+            try:
+                async for snapshot in graph.aget_state_history(
+                    config,
+                    limit=limit,
+                    before=self.config(thread_id, before) if before else None,
+                    filter=dict(metadata) if metadata else None,
+                ):
+                    states.append(state_json(snapshot))
+            except ValueError as exc:
+                if not metadata:
+                    raise
+                # the SQLite checkpointer takes only keys of letters, digits, _ . and -
+                raise ApiError(422, f"metadata cannot filter the history: {exc}") from None
         return states
 
     async def delete_thread(self, thread_id: str) -> None:

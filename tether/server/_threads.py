@@ -13,6 +13,7 @@ from tether.server._errors import ApiError
 from tether.server._mapping import thread_json
 from tether.server._paths import path_id
 from tether.server._payloads import (
+    BIGGEST_COUNT,
     HistoryRequest,
     StateAtCheckpoint,
     StateUpdate,
@@ -136,9 +137,11 @@ async def post_history(thread_id: str, body: HistoryRequest, srv: Srv) -> list[d
 async def get_history(
     thread_id: str,
     srv: Srv,
-    limit: Annotated[int, Query(ge=1)] = 10,
+    limit: Annotated[int, Query(ge=1, le=BIGGEST_COUNT)] = 10,
     before: str | None = None,
 ) -> list[dict[str, Any]]:
+    if before is not None and "\x00" in before:
+        raise ApiError(422, f"before={before!r} contains a NUL character, which no id holds")
     return await srv.history(
         path_id(thread_id),
         limit=limit,

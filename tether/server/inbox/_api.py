@@ -31,7 +31,7 @@ from tether.server._identity import User, current_user
 from tether.server._paths import path_id
 from tether.server._served import Served, served
 from tether.server.inbox._deciding import decide_for, payload_from_body, status_of
-from tether.server.inbox._filters import Filters, parse_filters
+from tether.server.inbox._filters import SHOWS, SORTS, Filters, parse_filters
 from tether.server.inbox._queue import entries, entry
 
 __all__ = ["check_tenant", "router"]
@@ -40,6 +40,51 @@ router = APIRouter(prefix="/approvals", tags=["approvals"])
 
 UserDep = Annotated[User, Depends(current_user)]
 ServedDep = Annotated[Served, Depends(served)]
+
+
+def _query(name: str, schema: dict[str, Any], description: str) -> dict[str, Any]:
+    return {
+        "name": name,
+        "in": "query",
+        "required": False,
+        "schema": schema,
+        "description": description,
+    }
+
+
+# The routes read their query and body themselves (for their own error messages);
+# these describe them in /openapi.json.
+_LIST_QUERY = {
+    "parameters": [
+        _query("show", {"type": "string", "enum": list(SHOWS)}, "which requests"),
+        _query("approver", {"type": "string"}, "only those naming this approver"),
+        _query("role", {"type": "string"}, "only those naming this role"),
+        _query("mine", {"type": "boolean"}, "only those the user may decide"),
+        _query("tenant", {"type": "string"}, "the user's own tenant"),
+        _query("expiring_before", {"type": "string", "format": "date-time"}, "ISO 8601"),
+        _query("older_than", {"type": "string"}, "90, 90s, 15m, 2h or 3d"),
+        _query("sort", {"type": "string", "enum": list(SORTS)}, "the order"),
+    ]
+}
+_DECISION_BODY = {
+    "requestBody": {
+        "required": True,
+        "content": {
+            "application/json": {
+                "schema": {
+                    "type": "object",
+                    "required": ["decision"],
+                    "properties": {
+                        "decision": {"type": "string", "enum": ["approve", "edit", "reject"]},
+                        "args_sha256": {"type": "string"},
+                        "reason": {"type": "string"},
+                        "args": {"type": "object"},
+                    },
+                }
+            }
+        },
+    }
+}
 
 
 def check_tenant(filters: Filters, user: User) -> None:
@@ -56,7 +101,7 @@ def check_tenant(filters: Filters, user: User) -> None:
         )
 
 
-@router.get("")
+@router.get("", openapi_extra=_LIST_QUERY)
 async def list_requests(request: Request, user: UserDep, app: ServedDep) -> dict[str, Any]:
     filters = parse_filters(request.query_params)
     check_tenant(filters, user)
@@ -74,7 +119,7 @@ async def get_request(approval_id: str, user: UserDep, app: ServedDep) -> dict[s
     return found.to_json(datetime.now(UTC))
 
 
-@router.post("/{approval_id}/decide")
+@router.post("/{approval_id}/decide", openapi_extra=_DECISION_BODY)
 async def decide_request(
     approval_id: str, request: Request, user: UserDep, app: ServedDep
 ) -> dict[str, Any]:
