@@ -61,14 +61,19 @@ def test_the_server_serves_this_document(fuzzed: tuple[str, str]) -> None:
 @pytest.fixture(scope="module")
 def known(fuzzed: tuple[str, str]) -> dict[str, str]:
     """Ids that exist on the server: a thread whose run waits on an approval, its run and
-    approval, and the project's graph as an assistant."""
+    approval, the project's graph as an assistant, and a cron."""
 
     async def seed() -> dict[str, str]:
         thread_id, run_id = await waiting_refund(get_client(url=fuzzed[0]), 900)
         async with httpx.AsyncClient(base_url=fuzzed[0], timeout=30) as http:
             approval = await approval_of(http, thread_id)
             state = (await http.get(f"/threads/{thread_id}/state")).json()
+            cron = await http.post(
+                "/runs/crons", json={"assistant_id": "refund", "schedule": "0 0 1 1 *"}
+            )
+            cron.raise_for_status()
         return {
+            "cron_id": cron.json()["cron_id"],
             "thread_id": thread_id,
             "run_id": run_id,
             "approval_id": approval["approval_id"],

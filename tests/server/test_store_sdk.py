@@ -73,3 +73,38 @@ async def test_bad_store_requests(client: LangGraphClient, server: str) -> None:
         )
         assert not_object.status_code == 422
         assert not_object.json()["detail"][0]["loc"] == ["body", "value"]
+
+
+@pytest.mark.parametrize(
+    ("bad", "named"),
+    [
+        ({"a\x00b": 1}, "control character"),
+        ({"": 1}, "1 to 255 characters"),
+        ({"k": {"nested": 1}}, "a comparison is one of"),
+        ({"k": {"$eq": {"deep": 1}}}, "must be a string, number"),
+        ({"k": "\x1e"}, "control character"),
+    ],
+)
+async def test_a_search_filter_the_store_cannot_apply_is_refused(
+    server: str, bad: dict[str, object], named: str
+) -> None:
+    async with httpx.AsyncClient(base_url=server) as http:
+        answer = await http.post(
+            "/store/items/search", json={"namespace_prefix": ["a"], "filter": bad}
+        )
+    assert answer.status_code == 422, answer.text
+    assert named in answer.json()["detail"]
+
+
+async def test_text_the_store_cannot_hold_is_refused(server: str) -> None:
+    async with httpx.AsyncClient(base_url=server) as http:
+        for answer in (
+            await http.get("/store/items", params={"key": "a\x00b", "namespace": "a"}),
+            await http.get("/store/items", params={"key": "k", "namespace": "a\x00"}),
+            await http.put("/store/items", json={"namespace": ["a"], "key": "k\x00", "value": {}}),
+            await http.put(
+                "/store/items", json={"namespace": ["a"], "key": "k", "value": {"v": "x\x00"}}
+            ),
+        ):
+            assert answer.status_code == 422, answer.text
+            assert "NUL" in answer.json()["detail"] or "control" in answer.json()["detail"]

@@ -106,12 +106,56 @@ class ListNamespaces(_Body):
     offset: int = Field(default=0, ge=0)
 
 
+_OPERATORS = frozenset({"$eq", "$ne", "$gt", "$gte", "$lt", "$lte"})
+_SCALARS = (str, int, float, bool, type(None))
+
+
+def _text(value: str, where: str) -> None:
+    if any(ord(c) < 32 for c in value):
+        raise ApiError(422, f"{where} holds a control character (NUL, tab, newline, …)")
+    try:
+        value.encode("utf-8")
+    except UnicodeEncodeError:
+        raise ApiError(422, f"{where} is not valid Unicode text (a lone surrogate)") from None
+
+
+def _scalar(value: Any, where: str) -> None:
+    if isinstance(value, list):
+        for i, item in enumerate(value):
+            _scalar(item, f"{where}[{i}]")
+        return
+    if not isinstance(value, _SCALARS):
+        raise ApiError(422, f"{where} must be a string, number, boolean, null or a list of them")
+    if isinstance(value, str):
+        _text(value, where)
+
+
+def _no_nul(value: Any, where: str) -> None:
+    """PostgreSQL's jsonb cannot hold NUL: refused on every backend alike."""
+    if isinstance(value, str):
+        if "\x00" in value:
+            raise ApiError(422, f"{where} contains a NUL character, which the store cannot hold")
+    elif isinstance(value, dict):
+        for k, v in value.items():
+            _no_nul(k, f"{where} (a key)")
+            _no_nul(v, f"{where}[{k!r}]")
+    elif isinstance(value, list):
+        for i, v in enumerate(value):
+            _no_nul(v, f"{where}[{i}]")
+
+
+def _key(key: str) -> str:
+    _text(key, "key")
+    return key
+
+
 def _namespace(labels: list[str], what: str = "namespace") -> tuple[str, ...]:
     for label in labels:
         if not label:
             raise ApiError(422, f"{what} labels cannot be empty: {labels!r}")
         if "." in label:
             raise ApiError(422, f"{what} label {label!r} contains '.', which labels cannot")
+        _text(label, f"{what} label {label!r}")
     return tuple(labels)
 
 
@@ -139,7 +183,10 @@ async def put_item(body: PutItem, store: Store) -> Response:
         raise ApiError(422, "ttl is not supported by tether serve's store yet; omit it")
     if isinstance(body.index, list):
         raise ApiError(422, "index fields need a vector index, which tether serve's store lacks")
-    await store.aput(namespace, body.key, body.value, index=False if body.index is False else None)
+    _no_nul(body.value, "value")
+    await store.aput(
+        namespace, _key(body.key), body.value, index=False if body.index is False else None
+    )
     return Response(status_code=204)
 
 
@@ -151,7 +198,7 @@ async def get_item(
 ) -> dict[str, Any]:
     """``store.get_item``."""
     labels = _namespace(namespace.split(".") if namespace else [])
-    item = await store.aget(labels, key)
+    item = await store.aget(labels, _key(key))
     if item is None:
         raise ApiError(404, f"no item {key!r} in namespace {list(labels)!r}")
     return _item(item)
@@ -160,8 +207,33 @@ async def get_item(
 @router.delete("/store/items", status_code=204)
 async def delete_item(body: DeleteItem, store: Store) -> Response:
     """``store.delete_item``."""
-    await store.adelete(_namespace(body.namespace), body.key)
+    await store.adelete(_namespace(body.namespace), _key(body.key))
     return Response(status_code=204)
+
+
+def _filter(given: dict[str, Any] | None) -> dict[str, Any] | None:
+    """``filter`` if every key is a field name and every value a value or ``{"$op": value}``
+    (the comparisons LangGraph's stores apply); else 422 naming the part."""
+    if given is None:
+        return None
+    for key, value in given.items():
+        where = f"filter[{key!r}]"
+        if not key or len(key) > 255:
+            raise ApiError(422, f"{where}: a field name must have 1 to 255 characters")
+        _text(key, f"{where} (the field name)")
+        if isinstance(value, dict):
+            unknown = sorted(set(value) - _OPERATORS)
+            if unknown or not value:
+                raise ApiError(
+                    422,
+                    f"{where}: a comparison is one of {', '.join(sorted(_OPERATORS))}, "
+                    f"got {unknown[:3] or 'nothing'}",
+                )
+            for op, operand in value.items():
+                _scalar(operand, f"{where}[{op!r}]")
+        else:
+            _scalar(value, where)
+    return given
 
 
 @router.post("/store/items/search")
@@ -176,7 +248,7 @@ async def search_items(body: SearchItems, store: Store) -> dict[str, Any]:
         )
     items = await store.asearch(
         _namespace(body.namespace_prefix, "namespace_prefix"),
-        filter=body.filter,
+        filter=_filter(body.filter),
         limit=body.limit,
         offset=body.offset,
     )
