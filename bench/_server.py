@@ -104,6 +104,7 @@ def tether_serve(
         *(sys.executable, "-m", "tether", "serve", "--config", str(PROJECT), "--url", url),
         *("--port", str(port), "--workers", str(workers), "--concurrency", str(concurrency)),
         *("--lease", str(lease), "--log-level", "warning"),
+        "--no-auth",  # a loopback benchmark; langgraph dev has no authentication either
     ]
     base = f"http://127.0.0.1:{port}"
     try:
