@@ -40,8 +40,8 @@ from __future__ import annotations
 
 import builtins
 import dataclasses
-from collections.abc import Mapping, Sequence
-from typing import TYPE_CHECKING, Any, cast
+from collections.abc import Awaitable, Callable, Mapping, Sequence
+from typing import TYPE_CHECKING, Any, TypeVar, cast
 
 from tether.runtime import (
     AlreadyExistsError,
@@ -65,10 +65,38 @@ if TYPE_CHECKING:
 __all__ = ["GuardedRuntime", "GuardedServed", "GuardedStore"]
 
 _PAGE = 500
+T = TypeVar("T")
 # Calls that act for no user's data, or only on what a guarded call already checked.
 _UNGUARDED = frozenset(
     {"dialect", "rows", "mark", "delete_temporary_threads", "schema_version", "verify"}
 )
+
+
+async def _filtered_page(
+    fetch: Callable[[int], Awaitable[Sequence[T]]],
+    keep: Callable[[T], Awaitable[bool]],
+    limit: int,
+    offset: int,
+) -> builtins.list[T]:
+    """Page ``limit`` items after ``offset`` of those ``keep`` accepts, reading the
+    store ``_PAGE`` rows at a time (``fetch(offset)``) until enough are found."""
+    found: builtins.list[T] = []
+    skipped = page_offset = 0
+    while len(found) < limit:
+        page = await fetch(page_offset)
+        for item in page:
+            if not await keep(item):
+                continue
+            if skipped < offset:
+                skipped += 1
+                continue
+            found.append(item)
+            if len(found) == limit:
+                break
+        if len(page) < _PAGE:
+            break
+        page_offset += _PAGE
+    return found
 
 
 class GuardedStore:
@@ -188,25 +216,18 @@ class GuardedStore:
                 limit=limit,
                 offset=offset,
             )
-        found: builtins.list[Thread] = []
-        skipped = page_offset = 0
-        while len(found) < limit:
-            page = await self._inner.list_threads(
-                tenant=tenant, status=status, metadata=wanted, limit=_PAGE, offset=page_offset
-            )
-            for thread in page:
-                if not matches(thread.metadata, filters):
-                    continue
-                if skipped < offset:
-                    skipped += 1
-                    continue
-                found.append(thread)
-                if len(found) == limit:
-                    break
-            if len(page) < _PAGE:
-                break
-            page_offset += _PAGE
-        return found
+
+        async def visible(thread: Thread) -> bool:
+            return matches(thread.metadata, filters)
+
+        return await _filtered_page(
+            lambda at: self._inner.list_threads(
+                tenant=tenant, status=status, metadata=wanted, limit=_PAGE, offset=at
+            ),
+            visible,
+            limit,
+            offset,
+        )
 
     async def delete_thread(self, thread_id: str, *, tenant: str = "") -> None:
         filters = await self._authorize("threads", "delete", {"thread_id": thread_id})
@@ -289,29 +310,20 @@ class GuardedStore:
                 tenant=tenant, thread_id=thread_id, status=status, limit=limit, offset=offset
             )
         filters = await self._authorize("threads", "search", {"status": None, "metadata": {}})
-        found: builtins.list[Run] = []
         seen: dict[str, bool] = {}
-        skipped = page_offset = 0
-        while len(found) < limit:
-            page = await self._inner.list_runs(
-                tenant=tenant, status=status, limit=_PAGE, offset=page_offset
-            )
-            for run in page:
-                if run.thread_id not in seen:
-                    thread = await self._thread_or_none(run.thread_id, tenant)
-                    seen[run.thread_id] = thread is not None and matches(thread.metadata, filters)
-                if not seen[run.thread_id]:
-                    continue
-                if skipped < offset:
-                    skipped += 1
-                    continue
-                found.append(run)
-                if len(found) == limit:
-                    break
-            if len(page) < _PAGE:
-                break
-            page_offset += _PAGE
-        return found
+
+        async def visible(run: Run) -> bool:
+            if run.thread_id not in seen:
+                thread = await self._thread_or_none(run.thread_id, tenant)
+                seen[run.thread_id] = thread is not None and matches(thread.metadata, filters)
+            return seen[run.thread_id]
+
+        return await _filtered_page(
+            lambda at: self._inner.list_runs(tenant=tenant, status=status, limit=_PAGE, offset=at),
+            visible,
+            limit,
+            offset,
+        )
 
     async def cancel_run(self, run_id: str, *, tenant: str = "", **options: Any) -> Run:
         action = options.get("action", "interrupt")
@@ -387,25 +399,16 @@ class GuardedStore:
         filters = await self._authorize("assistants", "search", value)
         limit, offset = int(value["limit"]), int(value["offset"])
         query = {**options, "metadata": value["metadata"], "limit": _PAGE}
-        found: builtins.list[Any] = []
-        skipped = page_offset = 0
-        while len(found) < limit:
-            page = await self._inner.list_assistants(
-                tenant=tenant, **{**query, "offset": page_offset}
-            )
-            for assistant in page:
-                if not matches(assistant.metadata, filters):
-                    continue
-                if skipped < offset:
-                    skipped += 1
-                    continue
-                found.append(assistant)
-                if len(found) == limit:
-                    break
-            if len(page) < _PAGE:
-                break
-            page_offset += _PAGE
-        return found
+
+        async def visible(assistant: Any) -> bool:
+            return matches(assistant.metadata, filters)
+
+        return await _filtered_page(
+            lambda at: self._inner.list_assistants(tenant=tenant, **{**query, "offset": at}),
+            visible,
+            limit,
+            offset,
+        )
 
     async def assistant_versions(
         self, assistant_id: str, *, tenant: str = "", **options: Any
