@@ -42,7 +42,7 @@ def register(subparsers: Any) -> None:
 
 
 def _grant(args: argparse.Namespace) -> int:
-    from tether.runtime.worker_role import grant_worker_role
+    from tether.runtime import grant_worker_role
 
     if not args.url:
         print("tether: error: --url (or $TETHER_URL) is required", file=sys.stderr)

@@ -31,12 +31,9 @@ import re
 from dataclasses import dataclass
 from typing import Any
 
-import psycopg
-from psycopg import sql
-
 from tether.errors import ConfigurationError
 
-Conn = psycopg.AsyncConnection[tuple[Any, ...]]
+Conn = Any  # psycopg.AsyncConnection; psycopg is imported when a grant runs
 
 __all__ = [
     "RUN_STORE_TABLES",
@@ -156,6 +153,8 @@ async def grant_worker_role(url: str, role: str, *, password: str | None = None)
             policies (superuser, ``BYPASSRLS``, the administrator itself, or
             the tables' owner).
     """
+    import psycopg
+
     from tether.checkpointing import open_checkpointer
     from tether.runtime.store import open_run_store
     from tether.store import store_for
@@ -183,6 +182,9 @@ async def grant_worker_role(url: str, role: str, *, password: str | None = None)
 
 async def _ensure_role(conn: Conn, role: str, password: str | None) -> bool:
     """Create the group and ``role`` as needed; ``True`` if ``role`` was created."""
+    import psycopg
+    from psycopg import sql
+
     created = False
     for name, login in ((WORKER_GROUP, False), (role, True)):
         cur = await conn.execute("SELECT 1 FROM pg_roles WHERE rolname = %s", (name,))
@@ -239,8 +241,10 @@ async def _check_role(conn: Conn, role: str) -> None:
 
 
 async def _install(conn: Conn, role: str) -> None:
+    from psycopg import sql
+
     group = sql.Identifier(WORKER_GROUP)
-    statements: list[sql.SQL | sql.Composed] = [sql.SQL(f) for f in _FUNCTIONS]
+    statements: list[Any] = [sql.SQL(f) for f in _FUNCTIONS]
     statements += [
         sql.SQL("REVOKE ALL ON FUNCTION {}() FROM PUBLIC").format(sql.Identifier(SCOPE_FUNCTION)),
         sql.SQL("REVOKE ALL ON FUNCTION tether_scope_admits(text) FROM PUBLIC"),
@@ -269,8 +273,10 @@ async def _install(conn: Conn, role: str) -> None:
         await conn.execute(statement)
 
 
-def _policies(table: str) -> list[sql.SQL | sql.Composed]:
+def _policies(table: str) -> list[Any]:
     """Row-level security on ``table``: every row for others, the scope's thread for workers."""
+    from psycopg import sql
+
     name = sql.Identifier(table)
     group = sql.Identifier(WORKER_GROUP)
     in_scope = f"thread_id = (SELECT {SCOPE_FUNCTION}())"
@@ -284,7 +290,7 @@ def _policies(table: str) -> list[sql.SQL | sql.Composed]:
         ("tether_scope_delete", "DELETE", "RESTRICTIVE", None, in_scope, None),
     )
     enable = sql.SQL("ALTER TABLE {} ENABLE ROW LEVEL SECURITY").format(name)
-    out: list[sql.SQL | sql.Composed] = [enable]
+    out: list[Any] = [enable]
     for policy, command, kind, to, using, check in policies:
         out.append(sql.SQL("DROP POLICY IF EXISTS {} ON {}").format(sql.Identifier(policy), name))
         text = "CREATE POLICY {} ON {} AS " + kind + " FOR " + command + " TO {}"
