@@ -99,3 +99,29 @@ async def test_a_worker_running_as_the_role_takes_a_run_through_an_interrupt_to_
             assert trouble not in log, log
     finally:
         workers.stop_all()
+
+
+async def test_a_rollback_cancel_as_the_role_removes_the_runs_checkpoints(
+    admin_url: str, role: str, tmp_path: Path
+) -> None:
+    granted = _tether("workers", "grant", role, "--url", admin_url)
+    assert granted.returncode == 0, granted.stderr
+    workdir = tmp_path / "world"
+    workdir.mkdir()
+    workers = Workers(role_url(admin_url, role), workdir)
+    try:
+        workers.start(1, extra_env={"TETHER_LOOP_N": "200"})
+        async with Runtime(admin_url, graphs=Project.load(PROJECT).graph_ids) as runtime:
+            run = await runtime.create("loop_n", thread_id="t-undo", input={"n": 0})
+            async for event in runtime.follow(run.run_id):
+                if event.kind == "node.finished":
+                    break
+            await runtime.cancel(run.run_id, action="rollback", reason="undo")
+            done = await runtime.wait(run.run_id, timeout=60)
+            assert done.status == "cancelled", done
+            saver = await runtime.checkpointer()
+            assert await saver.aget_tuple({"configurable": {"thread_id": "t-undo"}}) is None
+        for trouble in ("permission denied", "names no run", "Traceback"):
+            assert trouble not in workers.logs[0].read_text()
+    finally:
+        workers.stop_all()
