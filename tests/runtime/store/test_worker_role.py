@@ -8,9 +8,7 @@ right now, and the row belongs to that run's thread.
 
 from __future__ import annotations
 
-import time
-import uuid
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from typing import Any
 
@@ -19,50 +17,17 @@ import pytest
 from langchain_core.runnables import RunnableConfig
 from langgraph.checkpoint.base import BaseCheckpointSaver, empty_checkpoint
 
-from tests.backends import fresh_postgres_database
-from tests.runtime.store.actions import LEASE, SHORT_LEASE, claim_one, create, take_over
+from tests.runtime.roles import role_url
+from tests.runtime.store.actions import LEASE, SHORT_LEASE, claim_one, create, held_guard, take_over
 from tests.runtime.store.conftest import GRAPH, add_graph
 from tether import open_checkpointer
-from tether.boundaries import Fence, LeaseLostError, guarding
+from tether.boundaries import LeaseLostError, guarding
 from tether.errors import ConfigurationError
-from tether.runtime.context import RunContext
-from tether.runtime.store import Claim, Outcome, RunStore, open_run_store
+from tether.runtime.store import Outcome, RunStore, open_run_store
 from tether.runtime.worker_role import WORKER_GROUP, check_role_name, grant_worker_role
 from tether.store import store_for
 
 A, B = "thread-a", "thread-b"
-
-
-def role_url(admin_url: str, role: str) -> str:
-    """``admin_url`` with ``role`` as its user (the test server trusts local logins)."""
-    scheme, _, rest = admin_url.partition("://")
-    _, _, host = rest.rpartition("@")
-    return f"{scheme}://{role}@{host}"
-
-
-def new_role() -> str:
-    return f"w_{uuid.uuid4().hex[:12]}"
-
-
-def drop_role(server_url: str, role: str) -> None:
-    with psycopg.connect(server_url, autocommit=True) as conn:
-        conn.execute(f'DROP ROLE IF EXISTS "{role}"')
-
-
-@pytest.fixture
-def role(servers: dict[str, str]) -> Iterator[str]:
-    """A new role name, dropped after the test's database (its grants went with it)."""
-    name = new_role()
-    try:
-        yield name
-    finally:
-        drop_role(servers["postgres"], name)
-
-
-@pytest.fixture
-def admin_url(servers: dict[str, str], role: str) -> Iterator[str]:
-    with fresh_postgres_database(servers["postgres"]) as url:
-        yield url
 
 
 @pytest.fixture
@@ -81,23 +46,6 @@ async def _put(saver: BaseCheckpointSaver[Any], thread_id: str) -> str:
     checkpoint = empty_checkpoint()
     await saver.aput(_config(thread_id), checkpoint, {"source": "loop", "step": 0}, {})
     return str(checkpoint["id"])
-
-
-def _guard(claim: Claim) -> RunContext:
-    async def still_mine(fence: Fence) -> bool:
-        return True
-
-    run = claim.run
-    return RunContext(
-        fence=Fence(run.run_id, run.thread_id, run.fence),
-        tenant=run.tenant_id,
-        worker_id=claim.hold.worker_id,
-        lease=3600.0,
-        margin=0.0,
-        confirmed_at=time.monotonic(),
-        same_database=True,
-        verifier=still_mine,
-    )
 
 
 @asynccontextmanager
@@ -122,7 +70,7 @@ async def test_a_worker_role_reads_and_writes_its_own_run_s_thread(
     claim = await claim_one(store)
     async with _as_role(admin_url, role) as saver:
         assert getattr(saver, "scoped", False) is True
-        with guarding(_guard(claim)):
+        with guarding(held_guard(claim)):
             assert await saver.aget_tuple(_config(A)) is None
             written = await _put(saver, A)
             item = await saver.aget_tuple(_config(A))
@@ -146,7 +94,7 @@ async def test_a_lease_on_run_a_neither_shows_nor_writes_thread_b(
     claim = await claim_one(store)
     async with _as_role(admin_url, role) as saver:
         records = store_for(saver)
-        with guarding(_guard(claim)):
+        with guarding(held_guard(claim)):
             # Reads of another thread see nothing at all.
             assert await saver.aget_tuple(_config(B)) is None
             assert [c async for c in saver.alist(_config(B))] == []
@@ -171,18 +119,18 @@ async def test_a_stale_lease_opens_nothing(store: RunStore, admin_url: str, role
     await create(store, A)
     old = await claim_one(store, "w1", lease=SHORT_LEASE)
     async with _as_role(admin_url, role) as saver:
-        with guarding(_guard(old)):
+        with guarding(held_guard(old)):
             await _put(saver, A)
             assert await store_for(saver).insert("scoped", "a-1", {"v": 1}, thread_id=A)
         new = await take_over(store, "w2", lease=LEASE)
-        with guarding(_guard(old)):
+        with guarding(held_guard(old)):
             with pytest.raises(LeaseLostError):
                 await saver.aget_tuple(_config(A))
             with pytest.raises(LeaseLostError):
                 await _put(saver, A)
             with pytest.raises(LeaseLostError):
                 await store_for(saver).get("scoped", "a-1")
-        with guarding(_guard(new)):
+        with guarding(held_guard(new)):
             assert await saver.aget_tuple(_config(A)) is not None
     await store.finish(new.hold, Outcome("success", "idle"))
 
