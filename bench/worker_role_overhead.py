@@ -12,8 +12,12 @@ run store's own role (the tables' owner, which row-level security skips):
   lookups on the server.
 * **throughput**: runs/s of one ``tether worker`` process running
   ``three_node`` runs, connected as the owner, then as the worker role.
+* **server**: the policies alone, without the network or the client: a
+  server-side loop of ``--statements`` primary-key reads of a checkpoint row,
+  as the owner and as the role in a named scope; microseconds per read.
 
-Usage: ``python bench/worker_role_overhead.py [--steps 400] [--runs 200] [--quick]``.
+Usage: ``python bench/worker_role_overhead.py [--steps 400] [--runs 200] [--statements 20000]
+[--quick]``.
 """
 
 from __future__ import annotations
@@ -129,7 +133,30 @@ async def runs_per_second(admin: str, worker: str, runs: int, workdir: Path) -> 
     return runs / (ended - started)
 
 
-async def main(steps: int, runs: int) -> None:
+_LOOP = """DO $$ DECLARE t0 timestamptz := clock_timestamp(); BEGIN
+    FOR i IN 1..{n} LOOP
+        PERFORM 1 FROM checkpoints WHERE thread_id = '{thread}' AND checkpoint_ns = ''
+              ORDER BY checkpoint_id DESC LIMIT 1;
+    END LOOP;
+    RAISE NOTICE '%', extract(epoch FROM clock_timestamp() - t0);
+END $$"""
+
+
+async def server_micros(url: str, fence: Fence, statements: int) -> float:
+    """Microseconds per primary-key read of ``fence``'s thread, in a loop on the server."""
+    import psycopg
+
+    took: list[float] = []
+    async with await psycopg.AsyncConnection.connect(url, autocommit=True) as conn:
+        conn.add_notice_handler(lambda notice: took.append(float(notice.message_primary or 0)))
+        async with conn.transaction():
+            scope = f"{fence.run_id}:{fence.token}"
+            await conn.execute("SELECT set_config('tether.run_scope', %s, true)", (scope,))
+            await conn.execute(_LOOP.format(n=statements, thread=fence.thread_id))
+    return took[0] * 1e6 / statements
+
+
+async def main(steps: int, runs: int, statements: int) -> None:
     print(machine())
     with postgres_databases(2) as (steps_db, runs_db):
         role = f"bench_{uuid.uuid4().hex[:8]}"
@@ -139,6 +166,17 @@ async def main(steps: int, runs: int) -> None:
         print(
             f"step (read + checkpoint + writes + record with step), median of {steps}: "
             f"owner {owner:.0f} us, worker role {scoped:.0f} us, ratio {scoped / owner:.2f}"
+        )
+        fence = await _hold(steps_db, "server")
+        await step_micros(steps_db, fence, 1)
+        owner_read = min([await server_micros(steps_db, fence, statements) for _ in range(3)])
+        role_read = min(
+            [await server_micros(role_url(steps_db, role), fence, statements) for _ in range(3)]
+        )
+        print(
+            f"server, {statements} checkpoint reads in a loop (best of 3): owner "
+            f"{owner_read:.1f} us, worker role {role_read:.1f} us per read, "
+            f"ratio {role_read / owner_read:.2f}"
         )
         with tempfile.TemporaryDirectory() as tmp:
             first = await runs_per_second(runs_db, runs_db, runs, Path(tmp))
@@ -153,8 +191,9 @@ if __name__ == "__main__":
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--steps", type=int, default=400)
     parser.add_argument("--runs", type=int, default=200)
+    parser.add_argument("--statements", type=int, default=20000)
     parser.add_argument("--quick", action="store_true", help="a smoke run")
     args = parser.parse_args()
     if args.quick:
-        args.steps, args.runs = 40, 30
-    asyncio.run(main(args.steps, args.runs))
+        args.steps, args.runs, args.statements = 40, 30, 2000
+    asyncio.run(main(args.steps, args.runs, args.statements))

@@ -73,9 +73,9 @@ _SHARED_RECORD = "(kind = 'store_secret' AND thread_id = '__tether_store__')"
 
 _FUNCTIONS = (
     f"""CREATE OR REPLACE FUNCTION {SCOPE_FUNCTION}() RETURNS text
-LANGUAGE plpgsql STABLE SECURITY DEFINER SET search_path FROM CURRENT AS $$
+LANGUAGE plpgsql STABLE SECURITY DEFINER AS $$
 DECLARE
-    scope text := current_setting('tether.run_scope', true);
+    scope text := pg_catalog.current_setting('tether.run_scope', true);
     parts text[];
     found text;
 BEGIN
@@ -86,12 +86,12 @@ BEGIN
                     HINT = 'start the transaction with tether_assert_fence(run_id, fence) '
                            'or set tether.run_scope to run_id:fence';
     END IF;
-    parts := regexp_match(scope, '^(.+):(-?[0-9]{{1,18}})$');
+    parts := pg_catalog.regexp_match(scope, '^(.+):(-?[0-9]{{{{1,18}}}})$');
     IF parts IS NULL THEN
         RAISE EXCEPTION 'tether: malformed run scope %, expected run_id:fence', scope
               USING ERRCODE = 'TL002';
     END IF;
-    SELECT r.thread_id INTO found FROM tether_runs r
+    SELECT r.thread_id INTO found FROM {{schema}}.tether_runs r
      WHERE r.run_id = parts[1] AND r.fence = parts[2]::bigint AND r.status = 'running';
     IF found IS NULL THEN
         RAISE EXCEPTION 'tether: run % no longer holds fence %', parts[1], parts[2]
@@ -100,9 +100,9 @@ BEGIN
     RETURN found;
 END $$""",
     """CREATE OR REPLACE FUNCTION tether_scope_admits(p_thread_id text) RETURNS boolean
-LANGUAGE plpgsql STABLE SECURITY DEFINER SET search_path FROM CURRENT AS $$
+LANGUAGE plpgsql STABLE SECURITY DEFINER AS $$
 DECLARE
-    scoped text := tether_scope_thread();
+    scoped text := {schema}.tether_scope_thread();
 BEGIN
     IF p_thread_id IS DISTINCT FROM scoped THEN
         RAISE EXCEPTION 'tether: thread % is outside this transaction''s run scope '
@@ -199,7 +199,7 @@ async def _ensure_role(conn: Conn, role: str, password: str | None) -> bool:
                         )
                     )
                 created = created or name == role
-            except psycopg.errors.DuplicateObject:
+            except (psycopg.errors.DuplicateObject, psycopg.errors.UniqueViolation):
                 pass
     if password is not None:
         await conn.execute(
@@ -244,7 +244,11 @@ async def _install(conn: Conn, role: str) -> None:
     from psycopg import sql
 
     group = sql.Identifier(WORKER_GROUP)
-    statements: list[Any] = [sql.SQL(f) for f in _FUNCTIONS]
+    # No SET search_path (it costs a configuration save and restore at every
+    # call): every name in the bodies is schema-qualified instead, so objects a
+    # caller creates elsewhere (pg_temp) cannot stand in for them.
+    schema = sql.Identifier(await _schema(conn))
+    statements: list[Any] = [sql.SQL(f).format(schema=schema) for f in _FUNCTIONS]
     statements += [
         sql.SQL("REVOKE ALL ON FUNCTION {}() FROM PUBLIC").format(sql.Identifier(SCOPE_FUNCTION)),
         sql.SQL("REVOKE ALL ON FUNCTION tether_scope_admits(text) FROM PUBLIC"),
