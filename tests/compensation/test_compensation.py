@@ -1,0 +1,205 @@
+"""Compensation on the real backends: reverse order, exactly once, listing, policies, people."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from tests.backends import Backend
+from tests.compensation.saga import CONFIG, INPUT, World, saga_graph
+from tether.approvals import decide, get_approval, list_approvals
+from tether.compensation import CompensationResumer, compensate
+from tether.steps import read_steps
+
+
+async def _fail(graph: Any, config: Any = CONFIG) -> str:
+    with pytest.raises(RuntimeError, match="carrier refused") as failed:
+        await graph.ainvoke(INPUT, config)
+    return str(failed.value)
+
+
+async def test_effects_are_undone_newest_first_and_the_rest_listed(
+    durable_backend: Backend, tmp_path: Path
+) -> None:
+    world = World(tmp_path / "world.db")
+    async with durable_backend.open() as saver:
+        graph = saga_graph(saver, world)
+        reason = await _fail(graph)
+        report = await compensate(graph, CONFIG, reason=reason)
+        steps = await read_steps(saver, "saga")
+    assert world.kinds() == [
+        "charge",
+        "email",
+        "ship",
+        "undo-email ada@example.com",
+        "undo-charge 4200",
+    ]
+    assert [(e.tool, e.status) for e in report.effects] == [
+        ("ship", "not undone"),
+        ("email", "undone"),
+        ("charge", "undone"),
+    ]
+    assert report.complete
+    assert report.not_undone[0].why == "ship declares no compensate"
+    assert report.to_dict()["not_undone"] == [
+        {
+            "tool": "ship",
+            "step_index": 3,
+            "args": {"order_id": "A1"},
+            "why": "ship declares no compensate",
+        }
+    ]
+    # The step log: each compensation names the tool step it undoes.
+    tool_steps = {s.index: s.name for s in steps if s.kind == "tool"}
+    undone = [(s.name, s.detail["undoes"]) for s in steps if s.kind == "compensation"]
+    assert undone == [("email:undone", 2), ("charge:undone", 1)]
+    assert tool_steps == {0: "lookup", 1: "charge", 2: "email", 3: "ship"}
+
+
+async def test_compensating_again_undoes_nothing_twice(
+    durable_backend: Backend, tmp_path: Path
+) -> None:
+    world = World(tmp_path / "world.db")
+    async with durable_backend.open() as saver:
+        graph = saga_graph(saver, world)
+        await _fail(graph)
+        first = await compensate(graph, CONFIG, reason="carrier")
+    async with durable_backend.open() as saver:  # another process, as after a restart
+        again = await compensate(saga_graph(saver, world), CONFIG)
+    assert world.kinds().count("undo-charge 4200") == 1
+    assert world.kinds().count("undo-email ada@example.com") == 1
+    assert [e.status for e in again.effects] == [e.status for e in first.effects]
+    assert again.reason == "carrier"
+
+
+async def test_a_failing_undo_asks_a_person_who_can_retry_it(
+    durable_backend: Backend, tmp_path: Path
+) -> None:
+    world = World(tmp_path / "world.db")
+    down = tmp_path / "provider-down"
+    down.touch()
+    async with durable_backend.open() as saver:
+        graph = saga_graph(saver, world, failing_undo=down)
+        await _fail(graph)
+        report = await compensate(graph, CONFIG, reason="carrier")
+        assert [(e.tool, e.status) for e in report.effects] == [
+            ("ship", "not undone"),
+            ("email", "undone"),
+            ("charge", "awaiting a person"),
+        ]
+        (request,) = await list_approvals(saver, thread_id="saga")
+        assert request.request.action == "compensate:charge"
+        assert "charge could not be reversed (ConnectionError: payments provider down)" in (
+            request.request.why
+        )
+        # No retry loop: compensating again leaves it waiting, the undo not called.
+        again = await compensate(graph, CONFIG)
+        assert again.awaiting[0].approval_id == request.request.approval_id
+        down.unlink()
+        result = await decide(
+            saver,
+            "saga",
+            request.request.approval_id,
+            "approve",
+            by="dana",
+            args_sha256=request.request.args_sha256,
+            resumer=CompensationResumer(graph),
+        )
+        assert result.finished
+        view = await get_approval(saver, request.request.approval_id)
+    assert view.status == "approved"
+    assert world.kinds()[-1] == "undo-charge 4200"
+    assert result.values["undone"] == ["email", "charge"]
+
+
+async def test_a_person_may_leave_a_failed_undo(durable_backend: Backend, tmp_path: Path) -> None:
+    world = World(tmp_path / "world.db")
+    down = tmp_path / "provider-down"
+    down.touch()
+    async with durable_backend.open() as saver:
+        graph = saga_graph(saver, world, failing_undo=down)
+        await _fail(graph)
+        report = await compensate(graph, CONFIG, reason="carrier")
+        approval_id = report.awaiting[0].approval_id
+        assert approval_id is not None
+        view = await get_approval(saver, approval_id)
+        await decide(
+            saver,
+            "saga",
+            approval_id,
+            "reject",
+            by="dana",
+            args_sha256=view.request.args_sha256,
+            reason="refunded by hand",
+            resumer=CompensationResumer(graph),
+        )
+        final = await compensate(graph, CONFIG)
+        steps = await read_steps(saver, "saga")
+    assert [(e.tool, e.status) for e in final.effects][-1] == ("charge", "not undone")
+    assert final.not_undone[-1].why == "left by dana (reject: refunded by hand)"
+    assert "undo-charge 4200" not in world.kinds()
+    assert [s.name for s in steps if s.kind == "compensation"] == [
+        "email:undone",
+        "charge:failed",
+        "charge:left",
+    ]
+
+
+async def test_policy_none_per_run_undoes_nothing_and_lists_everything(
+    durable_backend: Backend, tmp_path: Path
+) -> None:
+    world = World(tmp_path / "world.db")
+    config = {"configurable": {"thread_id": "saga", "tether_compensation": "none"}}
+    async with durable_backend.open() as saver:
+        graph = saga_graph(saver, world)
+        await _fail(graph, config)
+        report = await compensate(graph, config, reason="carrier")
+    assert world.kinds() == ["charge", "email", "ship"]
+    assert [e.tool for e in report.not_undone] == ["ship", "email", "charge"]
+    assert report.complete
+
+
+async def test_policy_ask_per_tool_waits_for_a_person_before_undoing(
+    durable_backend: Backend, tmp_path: Path
+) -> None:
+    world = World(tmp_path / "world.db")
+    async with durable_backend.open() as saver:
+        graph = saga_graph(saver, world, charge="ask")
+        await _fail(graph)
+        report = await compensate(graph, CONFIG, reason="carrier")
+        assert [(e.tool, e.status) for e in report.effects] == [
+            ("ship", "not undone"),
+            ("email", "undone"),
+            ("charge", "awaiting a person"),
+        ]
+        assert "undo-charge 4200" not in world.kinds()
+        view = await get_approval(saver, report.awaiting[0].approval_id or "")
+        assert view.request.why.startswith("undo charge because the run failed (carrier)?")
+        await decide(
+            saver,
+            "saga",
+            view.request.approval_id,
+            "approve",
+            by="dana",
+            args_sha256=view.request.args_sha256,
+            resumer=CompensationResumer(graph),
+        )
+    assert world.kinds()[-1] == "undo-charge 4200"
+
+
+async def test_graph_policy_ask_blocks_older_effects_until_decided(
+    durable_backend: Backend, tmp_path: Path
+) -> None:
+    world = World(tmp_path / "world.db")
+    async with durable_backend.open() as saver:
+        graph = saga_graph(saver, world, policy="ask")
+        await _fail(graph)
+        report = await compensate(graph, CONFIG, reason="carrier")
+    assert [(e.tool, e.status) for e in report.effects] == [
+        ("ship", "not undone"),
+        ("email", "awaiting a person"),
+        ("charge", "waiting"),
+    ]
+    assert world.kinds() == ["charge", "email", "ship"]
