@@ -42,7 +42,8 @@ async def test_effects_are_undone_newest_first_and_the_rest_listed(
         ("charge", "undone"),
     ]
     assert report.complete
-    assert report.not_undone[0].why == "ship declares no compensate"
+    why = "ship declares no compensate"
+    assert report.not_undone[0].why == why
     assert report.to_dict()["not_undone"] == [
         {
             "tool": "ship",
