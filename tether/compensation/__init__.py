@@ -17,6 +17,7 @@ from tether.compensation._api import (
     compensate,
     compensate_sync,
     compensating_graph,
+    stopped_run,
 )
 from tether.compensation._flow import COMPENSATION_KIND
 from tether.compensation._report import CompensationReport, EffectOutcome
@@ -35,4 +36,5 @@ __all__ = [
     "compensate_sync",
     "compensating",
     "compensating_graph",
+    "stopped_run",
 ]

@@ -6,19 +6,40 @@ from typing import Any
 
 from langgraph.checkpoint.base import BaseCheckpointSaver
 
-from tether.approvals import ApprovalRequest, DecisionResult
+from tether.approvals import ApprovalRequest, DecisionResult, stopped_by_expiry
 from tether.compensation._flow import Context, compensation_flow, pending_flow
 from tether.compensation._io import run, run_sync
 from tether.compensation._report import CompensationReport
 from tether.compensation._settings import run_policy, settings_of
 from tether.compensation.errors import CompensationConfigError
 
-__all__ = ["CompensationResumer", "compensate", "compensate_sync", "compensating_graph"]
+__all__ = [
+    "CompensationResumer",
+    "compensate",
+    "compensate_sync",
+    "compensating_graph",
+    "stopped_run",
+]
 
 
 def compensating_graph(graph: Any) -> bool:
     """Whether ``graph`` was made with :func:`compensating` (its failed runs are compensated)."""
     return settings_of(graph) is not None
+
+
+def stopped_run(graph: Any, values: Any) -> str | None:
+    """Why a finished run of a compensating ``graph`` is to be compensated, or ``None``.
+
+    A run that ended because an approval expired under a ``Stop`` policy did
+    not do what it set out to do: its earlier effects are compensated like a
+    failed run's. Read from the final state's ``messages``.
+    """
+    if not compensating_graph(graph) or not isinstance(values, dict):
+        return None
+    messages = values.get("messages")
+    if isinstance(messages, list) and stopped_by_expiry(messages):
+        return "an approval expired and its policy stopped the run"
+    return None
 
 
 def _context(
