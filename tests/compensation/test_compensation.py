@@ -52,6 +52,10 @@ async def test_effects_are_undone_newest_first_and_the_rest_listed(
             "why": "ship declares no compensate",
         }
     ]
+    assert report.to_dict(args=False)["not_undone"] == [
+        {"tool": "ship", "step_index": 3, "why": why}
+    ]
+    assert "args" not in report.to_dict(args=False)["effects"][0]
     # The step log: each compensation names the tool step it undoes.
     tool_steps = {s.index: s.name for s in steps if s.kind == "tool"}
     undone = [(s.name, s.detail["undoes"]) for s in steps if s.kind == "compensation"]

@@ -76,21 +76,31 @@ class CompensationReport:
         """Every effect was dealt with: nothing waits on a person."""
         return all(e.status in ("undone", "not undone") for e in self.effects)
 
-    def to_dict(self) -> dict[str, Any]:
-        """JSON form, as a run's outcome carries it."""
+    def to_dict(self, *, args: bool = True) -> dict[str, Any]:
+        """JSON form. ``args=False`` leaves the tools' arguments and undo outputs out
+        (a run's error and events carry names and ids, not arguments)."""
+
+        def effect(e: EffectOutcome) -> dict[str, Any]:
+            found: dict[str, Any] = _jsonable(asdict(e))
+            if not args:
+                found.pop("args")
+                found.pop("output")
+            return found
+
+        def listed(e: EffectOutcome, *names: str) -> dict[str, Any]:
+            entry = {name: getattr(e, name) for name in ("tool", "step_index", *names, "why")}
+            if args and e.status == "not undone":
+                entry["args"] = _jsonable(e.args)
+            return entry
+
         return {
             "thread_id": self.thread_id,
             "reason": self.reason,
             "complete": self.complete,
             "undone": [e.tool for e in self.undone],
-            "not_undone": [
-                {"tool": e.tool, "step_index": e.step_index, "args": e.args, "why": e.why}
-                for e in self.not_undone
-            ],
-            "awaiting": [
-                {"tool": e.tool, "approval_id": e.approval_id, "why": e.why} for e in self.awaiting
-            ],
-            "effects": [_jsonable(asdict(e)) for e in self.effects],
+            "not_undone": [listed(e) for e in self.not_undone],
+            "awaiting": [listed(e, "approval_id") for e in self.awaiting],
+            "effects": [effect(e) for e in self.effects],
         }
 
 

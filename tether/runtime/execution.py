@@ -227,7 +227,7 @@ class Execution:
             body = {"reason": reason, "error": f"{type(exc).__name__}: {exc}"}
             ctx.events.add("compensation", body)
             return body
-        body = report.to_dict()
+        body = report.to_dict(args=False)
         ctx.events.add("compensation", body)
         return body
 
