@@ -104,3 +104,5 @@ def saga_graph(saver: Any, world: World, *, policy: str = "auto", **options: Any
 
 CONFIG: Any = {"configurable": {"thread_id": "saga"}}
 INPUT = {"messages": [HumanMessage("refund A1")]}
+ALL_UNDONE = ["charge", "email", "ship", "undo-email ada@example.com", "undo-charge 4200"]
+"""The world after the saga failed and was compensated in full (newest effect first)."""

@@ -2,16 +2,34 @@
 
 from __future__ import annotations
 
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
 import pytest
 
 from tests.backends import Backend
-from tests.compensation.saga import CONFIG, INPUT, World, saga_graph
-from tether.approvals import decide, get_approval, list_approvals
-from tether.compensation import CompensationResumer, compensate
+from tests.compensation.saga import ALL_UNDONE, CONFIG, INPUT, World, saga_graph
+from tether.approvals import decide, expire_due, get_approval, list_approvals
+from tether.compensation import CompensationResumer, compensate, stopped_run
 from tether.steps import read_steps
+
+
+async def _decide(
+    saver: Any, graph: Any, approval_id: str | None, decision: str, reason: str | None = None
+) -> Any:
+    """A person's decision on a compensation request, with every check of an approval."""
+    view = await get_approval(saver, approval_id or "")
+    return await decide(
+        saver,
+        "saga",
+        view.request.approval_id,
+        decision,
+        by="dana",
+        args_sha256=view.request.args_sha256,
+        reason=reason,
+        resumer=CompensationResumer(graph),
+    )
 
 
 async def _fail(graph: Any, config: Any = CONFIG) -> str:
@@ -29,13 +47,7 @@ async def test_effects_are_undone_newest_first_and_the_rest_listed(
         reason = await _fail(graph)
         report = await compensate(graph, CONFIG, reason=reason)
         steps = await read_steps(saver, "saga")
-    assert world.kinds() == [
-        "charge",
-        "email",
-        "ship",
-        "undo-email ada@example.com",
-        "undo-charge 4200",
-    ]
+    assert world.kinds() == ALL_UNDONE
     assert [(e.tool, e.status) for e in report.effects] == [
         ("ship", "not undone"),
         ("email", "undone"),
@@ -103,15 +115,7 @@ async def test_a_failing_undo_asks_a_person_who_can_retry_it(
         again = await compensate(graph, CONFIG)
         assert again.awaiting[0].approval_id == request.request.approval_id
         down.unlink()
-        result = await decide(
-            saver,
-            "saga",
-            request.request.approval_id,
-            "approve",
-            by="dana",
-            args_sha256=request.request.args_sha256,
-            resumer=CompensationResumer(graph),
-        )
+        result = await _decide(saver, graph, request.request.approval_id, "approve")
         assert result.finished
         view = await get_approval(saver, request.request.approval_id)
     assert view.status == "approved"
@@ -128,18 +132,7 @@ async def test_a_person_may_leave_a_failed_undo(durable_backend: Backend, tmp_pa
         await _fail(graph)
         report = await compensate(graph, CONFIG, reason="carrier")
         approval_id = report.awaiting[0].approval_id
-        assert approval_id is not None
-        view = await get_approval(saver, approval_id)
-        await decide(
-            saver,
-            "saga",
-            approval_id,
-            "reject",
-            by="dana",
-            args_sha256=view.request.args_sha256,
-            reason="refunded by hand",
-            resumer=CompensationResumer(graph),
-        )
+        await _decide(saver, graph, approval_id, "reject", reason="refunded by hand")
         final = await compensate(graph, CONFIG)
         steps = await read_steps(saver, "saga")
     assert [(e.tool, e.status) for e in final.effects][-1] == ("charge", "not undone")
@@ -182,15 +175,7 @@ async def test_policy_ask_per_tool_waits_for_a_person_before_undoing(
         assert "undo-charge 4200" not in world.kinds()
         view = await get_approval(saver, report.awaiting[0].approval_id or "")
         assert view.request.why.startswith("undo charge because the run failed (carrier)?")
-        await decide(
-            saver,
-            "saga",
-            view.request.approval_id,
-            "approve",
-            by="dana",
-            args_sha256=view.request.args_sha256,
-            resumer=CompensationResumer(graph),
-        )
+        await _decide(saver, graph, view.request.approval_id, "approve")
     assert world.kinds()[-1] == "undo-charge 4200"
 
 
@@ -208,3 +193,55 @@ async def test_graph_policy_ask_blocks_older_effects_until_decided(
         ("charge", "waiting"),
     ]
     assert world.kinds() == ["charge", "email", "ship"]
+
+
+async def test_an_expired_request_leaves_the_effect_not_undone(
+    durable_backend: Backend, tmp_path: Path
+) -> None:
+    world = World(tmp_path / "world.db")
+    async with durable_backend.open() as saver:
+        graph = saga_graph(saver, world, charge="ask")
+        await _fail(graph)
+        await compensate(graph, CONFIG, reason="carrier")
+        later = datetime.now(UTC) + timedelta(days=8)  # past the 7-day default
+        (action,) = await expire_due(saver, resumer=CompensationResumer(graph), now=later)
+        final = await compensate(graph, CONFIG)
+    assert action.outcome == "stopped"
+    assert [(e.tool, e.status) for e in final.effects][-1] == ("charge", "not undone")
+    assert final.not_undone[-1].why == "left by tether:expiry (expire)"
+    assert "undo-charge 4200" not in world.kinds()
+
+
+async def test_an_edited_decision_retries_the_undo_with_the_edited_arguments(
+    durable_backend: Backend, tmp_path: Path
+) -> None:
+    world = World(tmp_path / "world.db")
+    down = tmp_path / "provider-down"
+    down.touch()
+    async with durable_backend.open() as saver:
+        graph = saga_graph(saver, world, failing_undo=down)
+        await _fail(graph)
+        report = await compensate(graph, CONFIG, reason="carrier")
+        down.unlink()
+        view = await get_approval(saver, report.awaiting[0].approval_id or "")
+        await decide(
+            saver,
+            "saga",
+            view.request.approval_id,
+            "edit",
+            by="dana",
+            args_sha256=view.request.args_sha256,
+            edited_args={"order_id": "A1", "amount_cents": 4000},
+            resumer=CompensationResumer(graph),
+        )
+    assert world.kinds()[-1] == "undo-charge 4000"
+
+
+def test_a_run_stopped_by_an_expired_approval_is_to_be_compensated(tmp_path: Path) -> None:
+    from langchain_core.messages import ToolMessage
+
+    graph = saga_graph(None, World(tmp_path / "world.db"))
+    stopped = ToolMessage("stopped", tool_call_id="c1", artifact={"tether_approval_stop": True})
+    reason = stopped_run(graph, {"messages": [stopped]})
+    assert reason == "an approval expired and its policy stopped the run"
+    assert stopped_run(graph, {"messages": [ToolMessage("ok", tool_call_id="c2")]}) is None

@@ -10,6 +10,7 @@ from tether.approvals import ApprovalRequest, DecisionResult, stopped_by_expiry
 from tether.compensation._flow import Context, compensation_flow, pending_flow
 from tether.compensation._io import run, run_sync
 from tether.compensation._report import CompensationReport
+from tether.compensation._requests import register_edit_schemas
 from tether.compensation._settings import run_policy, settings_of
 from tether.compensation.errors import CompensationConfigError
 
@@ -66,9 +67,11 @@ def _context(
         raise CompensationConfigError("reason= must be a non-empty sentence saying why")
     if run_id is not None and (not isinstance(run_id, str) or not run_id):
         raise CompensationConfigError(f"run_id must be a non-empty str, got {run_id!r}")
+    tools = settings.tools_by_name(graph)
+    register_edit_schemas(tools)
     ctx = Context(
         settings=settings,
-        tools=settings.tools_by_name(graph),
+        tools=tools,
         thread_id=str(thread_id),
         reason=reason,
         run_policy=run_policy(config),
@@ -126,11 +129,13 @@ class CompensationResumer:
     """
 
     def __init__(self, graph: Any) -> None:
-        if settings_of(graph) is None:
+        settings = settings_of(graph)
+        if settings is None:
             raise CompensationConfigError(
                 "CompensationResumer needs the graph made with compensating(...)"
             )
         self.graph = graph
+        register_edit_schemas(settings.tools_by_name(graph))
 
     async def is_pending(self, request: ApprovalRequest) -> bool:
         """Whether the thread's compensation waits on ``request``."""

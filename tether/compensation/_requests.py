@@ -22,15 +22,33 @@ import json
 from datetime import UTC, datetime
 from typing import Any
 
-from tether.approvals import ApprovalRequest, Stop, args_sha256
+from pydantic import BaseModel
+
+from tether.approvals import ApprovalRequest, Stop, args_sha256, register_args_schema
 from tether.compensation._plan import Effect
 from tether.compensation._settings import Compensation
+from tether.steps import DurableTool
 
-__all__ = ["ACTION_PREFIX", "LEAVING", "RETRYING", "request_for", "shown"]
+__all__ = [
+    "ACTION_PREFIX",
+    "LEAVING",
+    "RETRYING",
+    "register_edit_schemas",
+    "request_for",
+    "shown",
+]
 
 ACTION_PREFIX = "compensate:"
 RETRYING = ("approve", "edit")
 LEAVING = ("reject", "expire", "cancelled")
+
+
+def register_edit_schemas(tools: dict[str, DurableTool]) -> None:
+    """Let a person edit an undo's arguments: each tool's schema validates the edit."""
+    for name, tool in tools.items():
+        schema = tool.args_schema
+        if isinstance(schema, type) and issubclass(schema, BaseModel):
+            register_args_schema(f"{ACTION_PREFIX}{name}", schema)
 
 
 def _time(moment: datetime) -> str:
