@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
@@ -11,7 +13,12 @@ import pytest
 from tests.backends import Backend
 from tests.compensation.saga import ALL_UNDONE, CONFIG, INPUT, World, saga_graph
 from tether.approvals import decide, expire_due, get_approval, list_approvals
-from tether.compensation import CompensationResumer, compensate, stopped_run
+from tether.compensation import (
+    CompensationReport,
+    CompensationResumer,
+    compensate,
+    stopped_run,
+)
 from tether.steps import read_steps
 
 
@@ -32,20 +39,24 @@ async def _decide(
     )
 
 
-async def _fail(graph: Any, config: Any = CONFIG) -> str:
-    with pytest.raises(RuntimeError, match="carrier refused") as failed:
-        await graph.ainvoke(INPUT, config)
-    return str(failed.value)
+@asynccontextmanager
+async def _failed(
+    backend: Backend, tmp_path: Path, config: Any = CONFIG, **options: Any
+) -> AsyncIterator[tuple[Any, Any, World, CompensationReport]]:
+    """The saga run until it fails, then compensated once: saver, graph, world, report."""
+    world = World(tmp_path / "world.db")
+    async with backend.open() as saver:
+        graph = saga_graph(saver, world, **options)
+        with pytest.raises(RuntimeError, match="carrier refused") as failed:
+            await graph.ainvoke(INPUT, config)
+        yield saver, graph, world, await compensate(graph, config, reason=str(failed.value))
 
 
 async def test_effects_are_undone_newest_first_and_the_rest_listed(
     durable_backend: Backend, tmp_path: Path
 ) -> None:
-    world = World(tmp_path / "world.db")
-    async with durable_backend.open() as saver:
-        graph = saga_graph(saver, world)
-        reason = await _fail(graph)
-        report = await compensate(graph, CONFIG, reason=reason)
+    async with _failed(durable_backend, tmp_path) as saga:
+        saver, _graph, world, report = saga
         steps = await read_steps(saver, "saga")
     assert world.kinds() == ALL_UNDONE
     assert [(e.tool, e.status) for e in report.effects] == [
@@ -78,29 +89,23 @@ async def test_effects_are_undone_newest_first_and_the_rest_listed(
 async def test_compensating_again_undoes_nothing_twice(
     durable_backend: Backend, tmp_path: Path
 ) -> None:
-    world = World(tmp_path / "world.db")
-    async with durable_backend.open() as saver:
-        graph = saga_graph(saver, world)
-        await _fail(graph)
-        first = await compensate(graph, CONFIG, reason="carrier")
+    async with _failed(durable_backend, tmp_path) as saga:
+        saver, _graph, world, first = saga
     async with durable_backend.open() as saver:  # another process, as after a restart
         again = await compensate(saga_graph(saver, world), CONFIG)
     assert world.kinds().count("undo-charge 4200") == 1
     assert world.kinds().count("undo-email ada@example.com") == 1
     assert [e.status for e in again.effects] == [e.status for e in first.effects]
-    assert again.reason == "carrier"
+    assert again.reason == "the carrier refused the parcel"
 
 
 async def test_a_failing_undo_asks_a_person_who_can_retry_it(
     durable_backend: Backend, tmp_path: Path
 ) -> None:
-    world = World(tmp_path / "world.db")
     down = tmp_path / "provider-down"
     down.touch()
-    async with durable_backend.open() as saver:
-        graph = saga_graph(saver, world, failing_undo=down)
-        await _fail(graph)
-        report = await compensate(graph, CONFIG, reason="carrier")
+    async with _failed(durable_backend, tmp_path, failing_undo=down) as saga:
+        saver, graph, world, report = saga
         assert [(e.tool, e.status) for e in report.effects] == [
             ("ship", "not undone"),
             ("email", "undone"),
@@ -124,13 +129,10 @@ async def test_a_failing_undo_asks_a_person_who_can_retry_it(
 
 
 async def test_a_person_may_leave_a_failed_undo(durable_backend: Backend, tmp_path: Path) -> None:
-    world = World(tmp_path / "world.db")
     down = tmp_path / "provider-down"
     down.touch()
-    async with durable_backend.open() as saver:
-        graph = saga_graph(saver, world, failing_undo=down)
-        await _fail(graph)
-        report = await compensate(graph, CONFIG, reason="carrier")
+    async with _failed(durable_backend, tmp_path, failing_undo=down) as saga:
+        saver, graph, world, report = saga
         approval_id = report.awaiting[0].approval_id
         await _decide(saver, graph, approval_id, "reject", reason="refunded by hand")
         final = await compensate(graph, CONFIG)
@@ -148,12 +150,9 @@ async def test_a_person_may_leave_a_failed_undo(durable_backend: Backend, tmp_pa
 async def test_policy_none_per_run_undoes_nothing_and_lists_everything(
     durable_backend: Backend, tmp_path: Path
 ) -> None:
-    world = World(tmp_path / "world.db")
     config = {"configurable": {"thread_id": "saga", "tether_compensation": "none"}}
-    async with durable_backend.open() as saver:
-        graph = saga_graph(saver, world)
-        await _fail(graph, config)
-        report = await compensate(graph, config, reason="carrier")
+    async with _failed(durable_backend, tmp_path, config=config) as saga:
+        _saver, _graph, world, report = saga
     assert world.kinds() == ["charge", "email", "ship"]
     assert [e.tool for e in report.not_undone] == ["ship", "email", "charge"]
     assert report.complete
@@ -162,11 +161,8 @@ async def test_policy_none_per_run_undoes_nothing_and_lists_everything(
 async def test_policy_ask_per_tool_waits_for_a_person_before_undoing(
     durable_backend: Backend, tmp_path: Path
 ) -> None:
-    world = World(tmp_path / "world.db")
-    async with durable_backend.open() as saver:
-        graph = saga_graph(saver, world, charge="ask")
-        await _fail(graph)
-        report = await compensate(graph, CONFIG, reason="carrier")
+    async with _failed(durable_backend, tmp_path, charge="ask") as saga:
+        saver, graph, world, report = saga
         assert [(e.tool, e.status) for e in report.effects] == [
             ("ship", "not undone"),
             ("email", "undone"),
@@ -174,7 +170,9 @@ async def test_policy_ask_per_tool_waits_for_a_person_before_undoing(
         ]
         assert "undo-charge 4200" not in world.kinds()
         view = await get_approval(saver, report.awaiting[0].approval_id or "")
-        assert view.request.why.startswith("undo charge because the run failed (carrier)?")
+        assert view.request.why.startswith(
+            "undo charge because the run failed (the carrier refused the parcel)?"
+        )
         await _decide(saver, graph, view.request.approval_id, "approve")
     assert world.kinds()[-1] == "undo-charge 4200"
 
@@ -182,11 +180,8 @@ async def test_policy_ask_per_tool_waits_for_a_person_before_undoing(
 async def test_graph_policy_ask_blocks_older_effects_until_decided(
     durable_backend: Backend, tmp_path: Path
 ) -> None:
-    world = World(tmp_path / "world.db")
-    async with durable_backend.open() as saver:
-        graph = saga_graph(saver, world, policy="ask")
-        await _fail(graph)
-        report = await compensate(graph, CONFIG, reason="carrier")
+    async with _failed(durable_backend, tmp_path, policy="ask") as saga:
+        _saver, _graph, world, report = saga
     assert [(e.tool, e.status) for e in report.effects] == [
         ("ship", "not undone"),
         ("email", "awaiting a person"),
@@ -198,11 +193,8 @@ async def test_graph_policy_ask_blocks_older_effects_until_decided(
 async def test_an_expired_request_leaves_the_effect_not_undone(
     durable_backend: Backend, tmp_path: Path
 ) -> None:
-    world = World(tmp_path / "world.db")
-    async with durable_backend.open() as saver:
-        graph = saga_graph(saver, world, charge="ask")
-        await _fail(graph)
-        await compensate(graph, CONFIG, reason="carrier")
+    async with _failed(durable_backend, tmp_path, charge="ask") as saga:
+        saver, graph, world, _report = saga
         later = datetime.now(UTC) + timedelta(days=8)  # past the 7-day default
         (action,) = await expire_due(saver, resumer=CompensationResumer(graph), now=later)
         final = await compensate(graph, CONFIG)
@@ -215,13 +207,10 @@ async def test_an_expired_request_leaves_the_effect_not_undone(
 async def test_an_edited_decision_retries_the_undo_with_the_edited_arguments(
     durable_backend: Backend, tmp_path: Path
 ) -> None:
-    world = World(tmp_path / "world.db")
     down = tmp_path / "provider-down"
     down.touch()
-    async with durable_backend.open() as saver:
-        graph = saga_graph(saver, world, failing_undo=down)
-        await _fail(graph)
-        report = await compensate(graph, CONFIG, reason="carrier")
+    async with _failed(durable_backend, tmp_path, failing_undo=down) as saga:
+        saver, graph, world, report = saga
         down.unlink()
         view = await get_approval(saver, report.awaiting[0].approval_id or "")
         await decide(
