@@ -26,8 +26,8 @@ from tether.store import operations as ops
 
 __all__ = ["Step", "StepKind", "append_step", "read_steps", "read_steps_sync"]
 
-StepKind = Literal["model", "tool", "approval", "version-change", "budget"]
-_KINDS = ("model", "tool", "approval", "version-change", "budget")
+StepKind = Literal["model", "tool", "approval", "version-change", "budget", "compensation"]
+_KINDS = ("model", "tool", "approval", "version-change", "budget", "compensation")
 
 
 @dataclass(frozen=True)
@@ -36,7 +36,9 @@ class Step:
 
     Attributes:
         index: 0-based position in the log.
-        kind: ``model``, ``tool``, ``approval``, ``version-change`` or ``budget``.
+        kind: ``model``, ``tool``, ``approval``, ``version-change``, ``budget`` or
+            ``compensation`` (an effect undone, or not; ``detail["undoes"]`` is
+            the index of the tool step it answers).
         node: The graph node the step ran in.
         task_id: LangGraph's id of the node execution.
         name: Model id, tool name, or what the step is about.

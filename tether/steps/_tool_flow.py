@@ -18,6 +18,7 @@ from langchain_core.runnables import RunnableConfig
 
 from tether.boundaries import RunStopped, StepTimeoutError, boundary, current_guard, note
 from tether.steps._codec import canonical_hash, decode_output, encode_output
+from tether.steps._compensable import effect_entry
 from tether.steps._errors import (
     NonDeterminismError,
     ReconcileResultError,
@@ -281,6 +282,7 @@ def _commit(
         "version": tool.version,
         "started_at": started,
         "ended_at": time.time(),
+        **effect_entry(tool, call.args),
     }
     remember(scope.store, scope.thread_id, "tool", call.key)
     step = _step(tool, call.key, value)
