@@ -20,7 +20,7 @@ __all__ = ["GraphPath", "graph_path"]
 _START, _END = "__start__", "__end__"
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, repr=False)
 class GraphPath:
     """A run's path through its graph.
 
@@ -36,6 +36,9 @@ class GraphPath:
 
     def __str__(self) -> str:
         return self.mermaid
+
+    def __repr__(self) -> str:
+        return f"<GraphPath visited={' -> '.join(self.visited)} stopped_at={self.stopped_at}>"
 
     def _repr_markdown_(self) -> str:
         return f"```mermaid\n{self.mermaid}\n```"

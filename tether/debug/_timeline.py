@@ -27,7 +27,7 @@ At = int | str
 """A timeline step (its number) or a checkpoint id."""
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, repr=False)
 class State:
     """The graph's state at one checkpoint.
 
@@ -43,6 +43,9 @@ class State:
 
     def __getitem__(self, channel: str) -> Any:
         return self.values[channel]
+
+    def __repr__(self) -> str:
+        return f"<State checkpoint={self.checkpoint_id} channels={sorted(self.values)}>"
 
     def _rows(self) -> list[tuple[str, str]]:
         from tether.debug._render import as_message, message_line, short
@@ -318,6 +321,37 @@ class Timeline:
         # keeps its tasks' ids (naming a checkpoint would time-travel, under new task ids).
         await graph.ainvoke(None, _head(target))
         return await self._open(target)
+
+    def compare(
+        self, other: Timeline, at: At | None = None, other_at: At | None = None
+    ) -> StateDiff:
+        """What differs from this thread's state to ``other``'s (e.g. a fork or a what-if).
+
+        Args:
+            other: Another timeline (the default positions are both latest states).
+            at: A step or checkpoint of this timeline.
+            other_at: A step or checkpoint of ``other``.
+        """
+        mine, theirs = self.state(at), other.state(other_at)
+        return diff_states(
+            mine.values,
+            theirs.values,
+            at_a=f"{self.thread_id} {_name(at)}",
+            at_b=f"{other.thread_id} {_name(other_at)}",
+        )
+
+    async def run(self, input: Any = None, **config: Any) -> Timeline:
+        """Run this thread on (a fork, or a thread waiting on an interrupt); its new timeline.
+
+        Args:
+            input: The graph input, or ``None`` to continue from the newest checkpoint.
+            **config: More ``configurable`` values for the run.
+        """
+        graph = self._local("run").require_graph("run")
+        head = _head(self.thread_id)
+        head["configurable"].update(config)
+        await graph.ainvoke(input, head)
+        return await self.refresh()
 
     async def refresh(self) -> Timeline:
         """The same thread read again (after it ran on)."""

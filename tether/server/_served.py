@@ -25,6 +25,7 @@ from tether.runtime import Run, Runtime, Thread
 from tether.runtime import project as projects
 from tether.server._errors import ApiError
 from tether.server._mapping import empty_state, state_json
+from tether.steps import read_steps
 
 __all__ = ["Served", "served"]
 
@@ -82,6 +83,16 @@ class Served:
                 return empty_state(thread_id)
             snapshot = await graph.aget_state(config, subgraphs=subgraphs)
         return state_json(snapshot)
+
+    async def steps(self, thread_id: str) -> list[dict[str, Any]]:
+        """The thread's step log as JSON, oldest first (for ``tether.debug`` timelines).
+
+        Read-only; the thread is looked up through the runtime first, so a
+        caller sees only the steps of a thread it may read (tenant and auth).
+        """
+        await self.runtime.get_thread(thread_id)
+        saver = await self.runtime.checkpointer()
+        return [step.to_json() for step in await read_steps(saver, thread_id)]
 
     async def history(
         self,

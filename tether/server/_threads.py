@@ -1,5 +1,5 @@
 """Threads: create, get, update, search, count, delete, copy, prune, state and history
-(design §2.2)."""
+(design §2.2), and the step log (``GET /threads/{id}/steps``, tether's own)."""
 
 from __future__ import annotations
 
@@ -149,6 +149,12 @@ async def get_history(
         metadata=None,
         checkpoint=None,
     )
+
+
+@router.get("/threads/{thread_id}/steps")
+async def get_steps(thread_id: str, srv: Srv) -> dict[str, Any]:
+    """The thread's step log (tether's own route, read by ``tether.debug``)."""
+    return {"steps": await srv.steps(path_id(thread_id))}
 
 
 @router.patch("/threads/{thread_id}")
