@@ -302,7 +302,8 @@ class Timeline:
         entry = self.entry(step)
         if entry.kind not in ("model", "tool") or entry.log_index is None:
             raise DebugError(
-                f"step {step} is a {entry.kind} step; what_if replaces a model or tool step"
+                f"step {step} is a {entry.kind!r} row, not a model or tool step: what_if "
+                "replaces a recorded model output or tool result"
             )
         if entry.kind == "model" and isinstance(output, str):
             output = AIMessage(content=output)
