@@ -115,7 +115,7 @@ async def test_a_url_source_is_opened_and_closed(saver: Any, tmp_path: Path) -> 
 
 
 async def test_bad_input_is_named(saver: Any, tmp_path: Path) -> None:
-    with pytest.raises(DebugError, match="source must be a checkpointer URL.*got int"):
+    with pytest.raises(DebugError, match=r"source must be a checkpointer URL.*got int"):
         await timeline(42, "t")  # type: ignore[arg-type]
     with pytest.raises(DebugError, match="thread 'nope' has no checkpoints"):
         await timeline(saver, "nope")
