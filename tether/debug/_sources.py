@@ -165,11 +165,15 @@ class RemoteSource:
         return [Step.from_json(doc) for doc in found["steps"]]
 
     async def shape(self, thread_id: str) -> dict[str, Any] | None:
+        # The graph the thread ran: its newest run's assistant, else its metadata's graph.
+        runs = await self.client.runs.list(thread_id, limit=1)
         thread = await self.client.threads.get(thread_id)
-        graph_id = (thread.get("metadata") or {}).get("graph_id")
-        if not graph_id:
+        assistant = (
+            runs[0]["assistant_id"] if runs else (thread.get("metadata") or {}).get("graph_id")
+        )
+        if not assistant:
             return None
-        drawn: dict[str, Any] = await self.client.assistants.get_graph(graph_id)
+        drawn: dict[str, Any] = await self.client.assistants.get_graph(str(assistant))
         return drawn
 
     async def aclose(self) -> None:
