@@ -23,6 +23,15 @@ CASES = {
     "tether.store": ("tether.steps", "tether.approvals", "tether.graphs", "tether.crashtest"),
     "tether.steps": ("tether.approvals", "tether.graphs", "tether.crashtest"),
     "tether.approvals": ("tether.graphs", "tether.crashtest"),
+    "tether.debug": (
+        "tether.approvals",
+        "tether.graphs",
+        "tether.crashtest",
+        "tether.runtime",
+        "tether.server",
+        "tether.demo",
+        "tether.cli",
+    ),
     "tether.crashtest._harness": ("tether.graphs", "tether.demo", "tether.cli"),
     # What the runtime lends the layers below it: they import it, so it imports none of them.
     "tether.boundaries": (
