@@ -137,12 +137,8 @@ class Timeline:
 
     def _resolve(self, at: At) -> Checkpoint:
         """A step's resulting checkpoint, or the checkpoint named."""
-        if isinstance(at, str):
-            return self._checkpoint(at)
-        entry = self.entry(at)
-        if entry.checkpoint_id is None:
-            raise DebugError(f"step {at} ({entry.kind}) has no checkpoint on this thread's line")
-        return self._after(entry.checkpoint_id)
+        start = self._start(at)
+        return start if isinstance(at, str) else self._after(start.checkpoint_id)
 
     def _start(self, at: At) -> Checkpoint:
         """Where a step's task started (for a fork), or the checkpoint named."""
