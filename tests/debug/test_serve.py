@@ -53,9 +53,9 @@ async def test_a_served_thread_reads_as_the_local_one(served: ServeProcess) -> N
         assert "agent -.-> tools" in remote.path().mermaid
         assert "<table" in remote._repr_html_()
         with pytest.raises(DebugError, match="a tether serve is read-only here"):
-            await remote.replay()
-        with pytest.raises(DebugError, match="a tether serve is read-only here"):
             await remote.fork(1)
+        with pytest.raises(DebugError, match="a tether serve is read-only here"):
+            await remote.what_if(1, "{}")
     finally:
         await remote.aclose()
         await local.aclose()
@@ -70,6 +70,25 @@ async def test_replay_of_a_served_thread_on_its_checkpointer(served: ServeProces
         result = await tl.replay()
     assert result.ok
     assert model_calls(served.workdir) == calls
+
+
+async def test_the_server_replays_with_its_own_graph(served: ServeProcess) -> None:
+    thread_id = await _refund_thread(served.base)
+    calls = model_calls(served.workdir)
+    async with await timeline(served.base, thread_id) as remote:
+        result = await remote.replay()
+        partial = await remote.replay(upto=2)
+    assert result.ok
+    assert result.supersteps == 7
+    assert partial.supersteps == 3  # steps 0, 1 and 2, the last one included
+    assert model_calls(served.workdir) == calls
+    # The scratch threads are gone from the checkpointer, and the thread is as it was.
+    async with await timeline(str(served.url), thread_id) as local:
+        assert len(local) == 7
+    client = get_client(url=served.base)
+    assert [t["thread_id"] for t in await client.threads.search(limit=1000)].count(thread_id) == 1
+    with pytest.raises(NotFoundError):
+        await client.http.post("/threads/00000000-0000-0000-0000-000000000000/replay", json={})
 
 
 async def test_the_steps_route(served: ServeProcess) -> None:

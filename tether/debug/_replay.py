@@ -53,6 +53,17 @@ class Divergence:
     reason: str
     changes: StateDiff | None = None
 
+    def to_json(self) -> dict[str, Any]:
+        """The divergence as JSON (its state changes as text)."""
+        changes = None if self.changes is None else str(self.changes)
+        return {
+            "step": self.step,
+            "nodes": list(self.nodes),
+            "checkpoint_id": self.checkpoint_id,
+            "reason": self.reason,
+            "changes": changes,
+        }
+
     def __str__(self) -> str:
         where = f"step {self.step}" if self.step is not None else "a step"
         text = (
@@ -79,6 +90,26 @@ class ReplayResult:
     @property
     def ok(self) -> bool:
         return self.divergence is None
+
+    def to_json(self) -> dict[str, Any]:
+        divergence = None if self.divergence is None else self.divergence.to_json()
+        return {
+            "thread_id": self.thread_id,
+            "supersteps": self.supersteps,
+            "divergence": divergence,
+        }
+
+    @classmethod
+    def from_json(cls, doc: dict[str, Any]) -> ReplayResult:
+        """A result a server sent (a divergence's state changes come as text, in its reason)."""
+        found = doc.get("divergence")
+        divergence = None
+        if found is not None:
+            reason = found["reason"] + (f"\n{found['changes']}" if found.get("changes") else "")
+            divergence = Divergence(
+                found["step"], tuple(found["nodes"]), found["checkpoint_id"], reason
+            )
+        return cls(doc["thread_id"], int(doc["supersteps"]), divergence)
 
     def _rows(self) -> list[tuple[str, str]]:
         rows = [("scratch thread", self.thread_id), ("super-steps matched", str(self.supersteps))]
@@ -131,6 +162,7 @@ async def replay_thread(
     entries: Sequence[Entry],
     *,
     until: str | None = None,
+    keep_diverged: bool = True,
 ) -> ReplayResult:
     """Replay ``line``'s super-steps (up to the one starting at ``until``).
 
@@ -157,6 +189,8 @@ async def replay_thread(
                 reason=outcome if isinstance(outcome, str) else "the state differs",
                 changes=outcome if isinstance(outcome, StateDiff) else None,
             )
+            if not keep_diverged:
+                await saver.adelete_thread(here)
             return ReplayResult(here, matched, divergence)
         await saver.adelete_thread(here)
         matched += 1

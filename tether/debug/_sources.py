@@ -18,6 +18,7 @@ from langgraph.pregel import Pregel
 
 from tether.checkpointing import open_checkpointer
 from tether.debug._checkpoints import Checkpoint, Task, parse_time, tasks_from_json
+from tether.debug._replay import ReplayResult
 from tether.debug.errors import DebugError
 from tether.steps import Step, read_steps
 
@@ -175,6 +176,12 @@ class RemoteSource:
             return None
         drawn: dict[str, Any] = await self.client.assistants.get_graph(str(assistant))
         return drawn
+
+    async def replay(self, thread_id: str, until: str | None) -> ReplayResult:
+        """The server replays the thread with its own graph code (``POST /threads/{id}/replay``)."""
+        body = {} if until is None else {"upto": until}
+        found = await self.client.http.post(f"/threads/{thread_id}/replay", json=body)
+        return ReplayResult.from_json(found)
 
     async def aclose(self) -> None:
         await self.client.aclose()

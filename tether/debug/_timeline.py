@@ -211,8 +211,8 @@ class Timeline:
             return self.source
         raise DebugError(
             f"{what} runs the graph in this process, on the thread's checkpointer; a tether serve "
-            "is read-only here. Open the timeline on the server's checkpointer URL (tether serve "
-            "--url) with graph= to fork, replay or try a what-if"
+            "is read-only here (it replays, nothing more). Open the timeline on the server's "
+            "checkpointer URL (tether serve --url) with graph= to fork or try a what-if"
         )
 
     def _saver(self, what: str) -> BaseCheckpointSaver[Any]:
@@ -255,23 +255,36 @@ class Timeline:
             await graph.aupdate_state(_head(target), update, as_node=as_node)
         return await self._open(target)
 
-    async def replay(self, upto: At | None = None, *, check: bool = True) -> ReplayResult:
-        """Run the thread again from its start in a scratch thread, from the log only.
+    async def replay(
+        self, upto: At | None = None, *, check: bool = True, keep: bool = True
+    ) -> ReplayResult:
+        """Run the thread again from its start in scratch threads, from the log only.
 
         Every recorded model answer and tool result is replayed: the model is
-        called zero times and no tool runs. Each replayed state is compared
-        with the recorded one.
+        called zero times and no durable tool runs. Each replayed state is
+        compared with the recorded one. Against a ``tether serve`` the server
+        replays with its own graph code.
 
         Args:
             upto: The last step (or checkpoint) to replay; default: all.
             check: Raise :class:`ReplayDivergenceError` at the first diverging
                 step (else it is reported in the result).
+            keep: Keep the scratch thread of a super-step that diverged, to look at.
         """
-        graph = self._local("replay").require_graph("replay")
         until = None if upto is None else self._start(upto).checkpoint_id
-        result = await replay_thread(
-            graph, self.thread_id, self.checkpoints, self.steps, self.entries, until=until
-        )
+        if isinstance(self.source, RemoteSource):
+            result = await self.source.replay(self.thread_id, until)
+        else:
+            graph = self.source.require_graph("replay")
+            result = await replay_thread(
+                graph,
+                self.thread_id,
+                self.checkpoints,
+                self.steps,
+                self.entries,
+                until=until,
+                keep_diverged=keep,
+            )
         if check and result.divergence is not None:
             raise ReplayDivergenceError(result.divergence)
         return result
