@@ -202,7 +202,9 @@ async def test_the_step_log_route_is_scoped_like_the_thread(base: str) -> None:
     thread_id = (await alice.threads.create())["thread_id"]
     await alice.runs.wait(thread_id, "echo", input={})
     assert await alice.http.get(f"/threads/{thread_id}/steps") == {"steps": []}
+    assert (await alice.http.post(f"/threads/{thread_id}/replay", json={}))["divergence"] is None
     for other in (bob, tina):
         assert await status_of(other.http.get(f"/threads/{thread_id}/steps")) == 404
+        assert await status_of(other.http.post(f"/threads/{thread_id}/replay", json={})) == 404
     async with httpx.AsyncClient(base_url=base) as http:
         assert (await http.get(f"/threads/{thread_id}/steps")).status_code == 401
