@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 from langgraph_sdk import get_client
-from langgraph_sdk.errors import NotFoundError
+from langgraph_sdk.errors import ConflictError, NotFoundError, UnprocessableEntityError
 
 from tests.debug.refund import builder, model_calls
 from tests.server.conftest import ServeProcess
@@ -89,6 +89,11 @@ async def test_the_server_replays_with_its_own_graph(served: ServeProcess) -> No
     assert [t["thread_id"] for t in await client.threads.search(limit=1000)].count(thread_id) == 1
     with pytest.raises(NotFoundError):
         await client.http.post("/threads/00000000-0000-0000-0000-000000000000/replay", json={})
+    with pytest.raises(UnprocessableEntityError, match="checkpoint 'c-1' is not on thread"):
+        await client.http.post(f"/threads/{thread_id}/replay", json={"upto": "c-1"})
+    empty = await client.threads.create()
+    with pytest.raises(ConflictError, match="has no graph of this project to replay"):
+        await client.http.post(f"/threads/{empty['thread_id']}/replay", json={})
 
 
 async def test_the_steps_route(served: ServeProcess) -> None:

@@ -21,7 +21,7 @@ from typing import Any, cast
 from fastapi import Request
 from langchain_core.runnables import RunnableConfig
 
-from tether.debug import timeline
+from tether.debug import DebugError, timeline
 from tether.runtime import Run, Runtime, Thread
 from tether.runtime import project as projects
 from tether.server._errors import ApiError
@@ -108,8 +108,11 @@ class Served:
             raise ApiError(409, f"thread {thread_id!r} has no graph of this project to replay")
         saver = await self.runtime.checkpointer()
         async with self.project.graph(graph_id, self.config(thread_id, None), saver) as graph:
-            found = await timeline(saver, thread_id, graph=graph)
-            result = await found.replay(upto, check=False, keep=False)
+            try:
+                found = await timeline(saver, thread_id, graph=graph)
+                result = await found.replay(upto, check=False, keep=False)
+            except DebugError as exc:  # no checkpoints yet, an `upto` not on the thread
+                raise ApiError(422, str(exc)) from exc
         return result.to_json()
 
     async def history(
