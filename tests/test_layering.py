@@ -29,6 +29,16 @@ CASES = {
     ),
     "tether.approvals": ("tether.graphs", "tether.crashtest", "tether.compensation"),
     "tether.compensation": ("tether.graphs", "tether.crashtest", "tether.runtime"),
+    "tether.debug": (
+        "tether.approvals",
+        "tether.graphs",
+        "tether.crashtest",
+        "tether.runtime",
+        "tether.server",
+        "tether.demo",
+        "tether.cli",
+        "tether.compensation",
+    ),
     "tether.crashtest._harness": ("tether.graphs", "tether.demo", "tether.cli"),
     # What the runtime lends the layers below it: they import it, so it imports none of them.
     "tether.boundaries": (

@@ -1,9 +1,11 @@
 """The wrapper node layer: recorded models, durable tools, the step log, pins and budgets."""
 
 from tether.steps._budget import Budget, Price, with_budget
+from tether.steps._copy import copy_steps, copy_steps_sync
 from tether.steps._errors import (
     BudgetExceededError,
     NonDeterminismError,
+    NotRecordedError,
     StepsError,
     ToolOutcomeUnknownError,
     VersionMismatchError,
@@ -11,6 +13,7 @@ from tether.steps._errors import (
 from tether.steps._forget import forget_thread
 from tether.steps._log import Step, append_step, read_steps, read_steps_sync
 from tether.steps._model import RecordedChatModel, RecordedModel, recorded
+from tether.steps._scope import replay_only
 from tether.steps._tools import DurableTool, ReconcileResult, durable_tool, idempotency_key
 from tether.steps._transcript import ContextBuilder, ContextWindow, transcript_channel
 from tether.steps._versions import VersionPins, graph_fingerprint, pin_versions
@@ -22,6 +25,7 @@ __all__ = [
     "ContextWindow",
     "DurableTool",
     "NonDeterminismError",
+    "NotRecordedError",
     "Price",
     "ReconcileResult",
     "RecordedChatModel",
@@ -32,6 +36,8 @@ __all__ = [
     "VersionMismatchError",
     "VersionPins",
     "append_step",
+    "copy_steps",
+    "copy_steps_sync",
     "durable_tool",
     "forget_thread",
     "graph_fingerprint",
@@ -40,6 +46,7 @@ __all__ = [
     "read_steps",
     "read_steps_sync",
     "recorded",
+    "replay_only",
     "transcript_channel",
     "with_budget",
 ]
