@@ -151,3 +151,21 @@ def test_postgres_user_without_createdb(servers: dict[str, str], tmp_path: Path)
         finally:
             with psycopg.connect(url, autocommit=True) as conn:
                 conn.execute("DROP ROLE crashtest_nocreatedb")
+
+
+@pytest.mark.slow
+def test_exit_durability_repeats_calls_and_effects_and_says_why(
+    crashtest: Any, tmp_path: Path
+) -> None:
+    run = crashtest(
+        "tests.crashtest.targets:exit_durability_target", f"sqlite:///{tmp_path}/crash.db"
+    )
+    assert run.returncode == 1
+    s = run.summary
+    assert s["kills"] == s["boundaries"] > 10
+    # A kill after the refund: the resume starts from the input and refunds again,
+    # under a new idempotency key, after asking the model again.
+    assert s["duplicate_effects"] > 0
+    assert s["reasked_model_calls"] > 0
+    assert "2 refunds where the unkilled run made 1" in run.stdout
+    assert "durability='exit' stores nothing until the run ends" in run.stdout
