@@ -18,10 +18,11 @@ from collections.abc import AsyncIterator, Callable, Coroutine, Iterator
 from typing import Any
 
 from langchain_core.runnables import Runnable, RunnableConfig
+from langgraph.pregel._utils import validate_timeout_supported
 
 from tether.steps._scope import NodeScope, node_scope
 
-__all__ = ["Check", "PinnedNode", "pin_nodes"]
+__all__ = ["AsyncPinnedNode", "Check", "PinnedNode", "pin_nodes"]
 
 Check = Callable[[NodeScope], Coroutine[Any, Any, Any]]
 
@@ -42,24 +43,32 @@ class PinnedNode(Runnable[Any, Any]):
         if scope is not None and scope.pinned:
             scope.store.sync.call(self.check(scope))
 
-    async def _acheck(self, config: RunnableConfig | None) -> None:
-        scope = node_scope(config)
-        if scope is not None and scope.pinned:
-            await self.check(scope)
-
     def invoke(self, input: Any, config: RunnableConfig | None = None, **kwargs: Any) -> Any:
         self._check(config)
         return self.node.invoke(input, config, **kwargs)
-
-    async def ainvoke(self, input: Any, config: RunnableConfig | None = None, **kwargs: Any) -> Any:
-        await self._acheck(config)
-        return await self.node.ainvoke(input, config, **kwargs)
 
     def stream(
         self, input: Any, config: RunnableConfig | None = None, **kwargs: Any
     ) -> Iterator[Any]:
         self._check(config)
         yield from self.node.stream(input, config, **kwargs)
+
+
+class AsyncPinnedNode(PinnedNode):
+    """A :class:`PinnedNode` of an async node: checks and runs it without a thread.
+
+    Only async nodes get ``ainvoke``/``astream`` of their own, so LangGraph (and
+    a runtime's step timeouts) see a sync node as sync, as without the wrapper.
+    """
+
+    async def _acheck(self, config: RunnableConfig | None) -> None:
+        scope = node_scope(config)
+        if scope is not None and scope.pinned:
+            await self.check(scope)
+
+    async def ainvoke(self, input: Any, config: RunnableConfig | None = None, **kwargs: Any) -> Any:
+        await self._acheck(config)
+        return await self.node.ainvoke(input, config, **kwargs)
 
     async def astream(
         self, input: Any, config: RunnableConfig | None = None, **kwargs: Any
@@ -69,10 +78,18 @@ class PinnedNode(Runnable[Any, Any]):
             yield chunk
 
 
+def _wrap(node: Runnable[Any, Any], check: Check) -> PinnedNode:
+    try:
+        validate_timeout_supported(node, name="")  # LangGraph's own test for an async node
+    except ValueError:
+        return PinnedNode(node, check)
+    return AsyncPinnedNode(node, check)
+
+
 def pin_nodes(graph: Any, check: Check) -> Any:
     """A copy of the compiled ``graph`` whose nodes run ``check`` first."""
     nodes = {
-        name: node.copy({"bound": PinnedNode(node.bound, check), "subgraphs": node.subgraphs})
+        name: node.copy({"bound": _wrap(node.bound, check), "subgraphs": node.subgraphs})
         for name, node in graph.nodes.items()
     }
     return graph.copy({"nodes": nodes})
