@@ -2,28 +2,40 @@
 
 Both runs use the same agent (model -> tool -> model ..., ``--steps`` tool
 calls), the same state (``add_messages``), the same scripted model and tool
-function, and the same SQLite checkpointer with ``durability="sync"`` (every
+function, and the same checkpointer with ``durability="sync"`` (every
 checkpoint is written before the next step starts). The only difference is
 that tether's run wraps the model with ``recorded`` and the tool with
 ``durable_tool``, so every answer and result is also written to the record store
 and the step log before the node continues.
 
-Each variant runs ``--repeat`` times, alternating; medians and best runs are compared
-(the best run is the least disturbed by other work on the machine).
+Each ``--url`` (repeatable; one backend each) is measured in turn, with
+``--repeat`` runs per variant, alternating; medians and best runs are compared
+(the best run is the least disturbed by other work on the machine). Every run
+uses a thread of its own, so runs on one database never replay each other.
+Without ``--url`` all four backends run: ``memory://``, a fresh SQLite file,
+and PostgreSQL and Redis (the test command's servers when
+``TETHER_TEST_POSTGRES_URL``/``TETHER_TEST_REDIS_URL`` name them, else
+throwaway ones started here).
 
-Usage: ``python bench/step_overhead.py [--steps 100] [--repeat 5]``.
+Usage: ``python bench/step_overhead.py [--steps 100] [--repeat 5] [--url URL ...]``.
 """
 
 from __future__ import annotations
 
 import argparse
 import asyncio
+import contextlib
 import statistics
+import sys
 import tempfile
 import time
-from collections.abc import Sequence
+import uuid
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Annotated, Any, TypedDict
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from _agents import ScriptedToolLoop, agent_loop, model_node
 from langchain_core.messages import AnyMessage, BaseMessage, HumanMessage, ToolMessage
@@ -63,16 +75,16 @@ class State(TypedDict):
     messages: Annotated[list[AnyMessage], add_messages]
 
 
-async def one_run(variant: str, steps: int, db: Path, url: str | None = None) -> float:
-    """Seconds per step of one full run on a fresh database."""
+async def one_run(variant: str, steps: int, url: str) -> float:
+    """Seconds per step of one full run on a thread of its own."""
     model: Runnable[Any, Any] = ScriptedCounter(steps=steps)
     tool: BaseTool = StructuredTool.from_function(lookup)
     if variant == "tether":
         model = recorded(model, model_id="scripted-counter")
         tool = durable_tool(lookup)
-    thread = f"bench-{variant}-{db.stem}"
+    thread = f"bench-{variant}-{uuid.uuid4().hex}"
     config: Any = {"configurable": {"thread_id": thread}, "recursion_limit": 4 * steps + 10}
-    async with open_checkpointer(url or f"sqlite:///{db}") as saver:
+    async with open_checkpointer(url) as saver:
         graph = agent_loop(State, model_node(model), tool, saver)
         started = time.perf_counter()
         result = await graph.ainvoke(
@@ -83,30 +95,74 @@ async def one_run(variant: str, steps: int, db: Path, url: str | None = None) ->
     return elapsed / steps
 
 
+@dataclass
+class Figures:
+    """One backend's seconds per step, by variant."""
+
+    backend: str
+    langgraph: list[float]
+    tether: list[float]
+
+    @property
+    def median_ratio(self) -> float:
+        return statistics.median(self.tether) / statistics.median(self.langgraph)
+
+    @property
+    def best_ratio(self) -> float:
+        return min(self.tether) / min(self.langgraph)
+
+
+async def measure(url: str, steps: int, repeat: int) -> Figures:
+    """Alternate bare and recorded runs on ``url``, after one warm-up run of each."""
+    figures = Figures(url.split(":", 1)[0], [], [])
+    for variant in ("langgraph", "tether"):
+        await one_run(variant, 5, url)
+    for _ in range(repeat):
+        figures.langgraph.append(await one_run("langgraph", steps, url))
+        figures.tether.append(await one_run("tether", steps, url))
+    return figures
+
+
+@contextlib.contextmanager
+def default_urls(tmp: str) -> Iterator[list[str]]:
+    """All four backends: memory, a fresh SQLite file, PostgreSQL and Redis."""
+    from _servers import bench_servers
+
+    with bench_servers() as servers:
+        yield ["memory://", f"sqlite:///{tmp}/steps.db", servers["postgres"], servers["redis"]]
+
+
+def report(figures: Figures) -> None:
+    ms = 1000
+    lg, te = figures.langgraph, figures.tether
+    print(
+        f"{figures.backend:<11}"
+        f"{statistics.median(lg) * ms:>9.2f}{min(lg) * ms:>8.2f}"
+        f"{statistics.median(te) * ms:>9.2f}{min(te) * ms:>8.2f}"
+        f"{figures.median_ratio:>9.2f}x{figures.best_ratio:>7.2f}x",
+        flush=True,
+    )
+
+
 async def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--steps", type=int, default=100)
     parser.add_argument("--repeat", type=int, default=5)
     parser.add_argument(
-        "--url", default=None, help="checkpointer URL (default: a fresh SQLite file per run)"
+        "--url",
+        action="append",
+        default=[],
+        help="a checkpointer URL (repeat for several backends; default: all four)",
     )
     args = parser.parse_args()
-    timings: dict[str, list[float]] = {"langgraph": [], "tether": []}
-    with tempfile.TemporaryDirectory() as tmp:
-        await one_run("tether", 5, Path(tmp) / "warmup.db", args.url)
-        for i in range(args.repeat):
-            for variant in ("langgraph", "tether"):
-                db = Path(tmp) / f"{variant}-{i}.db"
-                timings[variant].append(await one_run(variant, args.steps, db, args.url))
-    where = args.url.split(":", 1)[0] if args.url else "sqlite"
-    print(f"{args.steps} steps x {args.repeat} runs, {where}, durability=sync")
-    print(f"{'':<22}{'median':>10}{'best':>10}")
-    for label, variant in (("bare LangGraph", "langgraph"), ("tether (recorded)", "tether")):
-        runs = timings[variant]
-        print(f"{label:<22}{statistics.median(runs) * 1000:>7.2f} ms{min(runs) * 1000:>7.2f} ms")
-    median = statistics.median(timings["tether"]) / statistics.median(timings["langgraph"])
-    best = min(timings["tether"]) / min(timings["langgraph"])
-    print(f"overhead ratio: {median:.2f}x median, {best:.2f}x best (goal <= 1.10)")
+    with tempfile.TemporaryDirectory() as tmp, contextlib.ExitStack() as stack:
+        urls: Sequence[str] = args.url or stack.enter_context(default_urls(tmp))
+        print(f"{args.steps} steps x {args.repeat} runs per variant, durability=sync")
+        print("ms per step; ratio = tether / bare LangGraph (goal <= 1.10)")
+        print(f"{'':<11}{'bare LangGraph':>17}{'tether':>17}{'ratio':>17}")
+        print(f"{'backend':<11}" + f"{'median':>9}{'best':>8}" * 2 + f"{'median':>10}{'best':>8}")
+        for url in urls:
+            report(await measure(url, args.steps, args.repeat))
 
 
 if __name__ == "__main__":

@@ -13,7 +13,7 @@ import json
 import re
 from collections.abc import Mapping
 from contextvars import ContextVar
-from dataclasses import asdict
+from dataclasses import asdict, replace
 from pathlib import Path
 from typing import Any
 
@@ -37,6 +37,7 @@ from tether.graphs._refund_scenario import (
     refund_script,
 )
 from tether.graphs._scripted import ScriptedChatModel
+from tether.graphs.refund import crash_target
 
 
 def _build_careless(checkpointer: BaseCheckpointSaver[Any], workdir: Path) -> Any:
@@ -177,3 +178,13 @@ def gated_target_without_answer() -> CrashTarget:
         input=refund_input(),
         effects=refund_effects,
     )
+
+
+def exit_durability_target() -> CrashTarget:
+    """The refund agent run with ``durability="exit"``: nothing is stored until the run ends.
+
+    A killed run leaves no checkpoint, so the resume starts again from the input:
+    its tasks get new ids, so its model calls are asked again and its durable tools
+    run again under new idempotency keys (docs/steps.md). The harness must show it.
+    """
+    return replace(crash_target(), durability="exit")

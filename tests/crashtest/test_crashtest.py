@@ -182,3 +182,21 @@ def test_refund_saga_survives_every_boundary_of_its_compensation_on_redis(
     crashtest: Any, servers: dict[str, str]
 ) -> None:
     _assert_saga_clean(crashtest(SAGA, servers["redis"]))
+
+
+@pytest.mark.slow
+def test_exit_durability_repeats_calls_and_effects_and_says_why(
+    crashtest: Any, tmp_path: Path
+) -> None:
+    run = crashtest(
+        "tests.crashtest.targets:exit_durability_target", f"sqlite:///{tmp_path}/crash.db"
+    )
+    assert run.returncode == 1
+    s = run.summary
+    assert s["kills"] == s["boundaries"] > 10
+    # A kill after the refund: the resume starts from the input and refunds again,
+    # under a new idempotency key, after asking the model again.
+    assert s["duplicate_effects"] > 0
+    assert s["reasked_model_calls"] > 0
+    assert "2 refunds where the unkilled run made 1" in run.stdout
+    assert "durability='exit' stores nothing until the run ends" in run.stdout

@@ -6,9 +6,9 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from langchain_core.messages import HumanMessage
+from langchain_core.messages import AIMessage, HumanMessage
 from langgraph.graph import END, START, StateGraph
-from langgraph.types import Command
+from langgraph.types import Command, interrupt
 
 from tests.backends import Backend
 from tests.steps.graphs import State, ask_then_pause, one_node
@@ -82,3 +82,36 @@ async def test_migrate_continues_and_records_a_version_change(
     change = steps[1].detail["changes"]
     assert change == {"tool_versions": {"from": {"refund": "1"}, "to": {"refund": "2"}}}
     assert steps[0].graph_version == graph_fingerprint(first)
+
+
+def _plain_then_pause(effects: Path, *, sync: bool) -> Any:
+    """A node that records nothing: an outside effect (a line in a file), then a pause."""
+
+    def act(state: State) -> dict[str, Any]:
+        with effects.open("a") as out:
+            out.write("acted\n")
+        interrupt("approve?")
+        return {"messages": [AIMessage("done")]}
+
+    async def aact(state: State) -> dict[str, Any]:
+        return act(state)
+
+    return act if sync else aact
+
+
+@pytest.mark.parametrize("sync", [False, True], ids=["async-node", "sync-node"])
+async def test_pins_are_checked_before_a_node_that_records_nothing(
+    backend: Backend, tmp_path: Path, sync: bool
+) -> None:
+    effects = tmp_path / "effects"
+    node = _plain_then_pause(effects, sync=sync)
+    async with backend.open() as saver:
+        started = pin_versions(one_node(node, saver), model_id="m1")
+        await started.ainvoke({"messages": [HumanMessage("hi")]}, CONFIG)
+        changed = pin_versions(one_node(node, saver), model_id="m2")
+        with pytest.raises(VersionMismatchError, match="model_id: 'm1' -> 'm2'"):
+            await changed.ainvoke(Command(resume="yes"), CONFIG)
+        # Refused before the node ran again: its effect happened once, in the first run.
+        assert effects.read_text().splitlines() == ["acted"]
+        result = await started.ainvoke(Command(resume="yes"), CONFIG)
+    assert result["messages"][-1].content == "done"

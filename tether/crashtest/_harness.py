@@ -237,6 +237,14 @@ def _reasked(calls_file: Path, final: Mapping[str, Any]) -> int:
     return sum(1 for c in resumed if c.input_hash in recorded)
 
 
+_EXIT_NOTE = (
+    "crashtest: durability='exit' stores nothing until the run ends: a killed run resumes from "
+    "the input with new task ids, so recorded model calls are asked again and durable tools "
+    "run again under new idempotency keys (expect re-asked calls and duplicate effects; "
+    "see docs/steps.md, durability modes)"
+)
+
+
 def run_crashtest(
     spec: str,
     url: str,
@@ -269,6 +277,8 @@ def run_crashtest(
     run = _Run(spec, target, scratch)
     boundaries, reference = _reference(run, url)
     progress(f"crashtest: {spec}: the unkilled run reached {len(boundaries)} boundaries")
+    if target.durability == "exit":
+        progress(_EXIT_NOTE)
     outcomes: list[BoundaryOutcome] = []
     with ThreadPoolExecutor(max_workers=workers) as pool:
         futures = {

@@ -12,6 +12,8 @@ callbacks, cache, rate limiter and streaming choice are its own), the answer is
 recorded before the node sees it, and a replayed answer comes back without
 calling the model or firing callbacks for a call that did not happen. The input
 hash is the one of the input as given, exactly as for any recorded Runnable.
+Inside a graph node the legacy ``generate`` path and ``astream_events`` raise
+:class:`~tether.steps.StepsError` (see :mod:`._unrecorded`).
 """
 
 from __future__ import annotations
@@ -28,6 +30,7 @@ from pydantic import Field, InstanceOf
 
 from tether.steps._recorder import Recorder
 from tether.steps._runnable import RecordedModel
+from tether.steps._unrecorded import refuse_astream_events, refuse_generate
 
 __all__ = ["RecordedChatModel"]
 
@@ -170,7 +173,14 @@ class RecordedChatModel(BaseChatModel):
         """Async :meth:`stream`."""
         return self.recorder.astream(self.wrapped, input, config, **kwargs)
 
-    # -- the legacy generate() path: an unrecorded pass-through ----------------------
+    def astream_events(
+        self, input: Any, config: RunnableConfig | None = None, **kwargs: Any
+    ) -> Any:
+        """The wrapped model's events, outside a graph node (refused inside one)."""
+        refuse_astream_events(config)
+        return super().astream_events(input, config, **kwargs)
+
+    # -- the legacy generate() path: refused in a graph node, a pass-through outside ----
     def _generate(
         self,
         messages: list[BaseMessage],
@@ -178,6 +188,7 @@ class RecordedChatModel(BaseChatModel):
         run_manager: CallbackManagerForLLMRun | None = None,
         **kwargs: Any,
     ) -> ChatResult:
+        refuse_generate()
         return self.wrapped._generate(messages, stop=stop, run_manager=run_manager, **kwargs)
 
     async def _agenerate(
@@ -187,4 +198,5 @@ class RecordedChatModel(BaseChatModel):
         run_manager: AsyncCallbackManagerForLLMRun | None = None,
         **kwargs: Any,
     ) -> ChatResult:
+        refuse_generate()
         return await self.wrapped._agenerate(messages, stop=stop, run_manager=run_manager, **kwargs)

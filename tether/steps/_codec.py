@@ -16,8 +16,9 @@ from tether.steps._hashing import conversation_hash, dumps
 __all__ = ["canonical_hash", "decode_output", "encode_output"]
 
 
-def _is_message(value: Any) -> bool:
-    return isinstance(value, BaseMessage)
+def _all_messages(values: list[Any] | tuple[Any, ...]) -> bool:
+    """Whether every item is a message: one test per distinct type, not per item."""
+    return bool(values) and all(issubclass(t, BaseMessage) for t in set(map(type, values)))
 
 
 def canonical_hash(value: Any, *, what: str = "the hashed step input") -> str:
@@ -28,7 +29,7 @@ def canonical_hash(value: Any, *, what: str = "the hashed step input") -> str:
             (a set, bytes, a datetime, any other object); the error names its type
             and where it is, such as ``$.refund.when``.
     """
-    if isinstance(value, list | tuple) and value and all(map(_is_message, value)):
+    if isinstance(value, list | tuple) and _all_messages(value):
         return conversation_hash(value)
     return hashlib.sha256(dumps(value, what=what).encode()).hexdigest()
 

@@ -13,6 +13,7 @@ from langchain_core.runnables import Runnable, RunnableConfig
 
 from tether.steps._budget import Price
 from tether.steps._recorder import Recorder
+from tether.steps._unrecorded import refuse_astream_events
 
 __all__ = ["RecordedModel"]
 
@@ -93,3 +94,10 @@ class RecordedModel(Runnable[Any, Any]):
     ) -> AsyncIterator[Any]:
         """Async :meth:`stream`."""
         return self.recorder.astream(self.model, input, config, **kwargs)
+
+    def astream_events(
+        self, input: Any, config: RunnableConfig | None = None, **kwargs: Any
+    ) -> Any:
+        """The model's events, outside a graph node (refused inside one: see ``recorded``)."""
+        refuse_astream_events(config)
+        return super().astream_events(input, config, **kwargs)

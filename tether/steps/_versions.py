@@ -1,9 +1,11 @@
 """Version pins: a run keeps the graph, prompt, model and tools it started with.
 
 ``pin_versions(graph, ...)`` returns a copy of a compiled graph whose runs
-record, before their first recorded step, a fingerprint of the graph (nodes,
+record, before their first step, a fingerprint of the graph (nodes,
 edges, state channels), the prompt version, the model id and the tool schema
-versions. A resumed run (on any worker) compares them with what it runs now:
+versions. A resumed run (on any worker) compares them with what it runs now,
+before the first node it runs in each process
+(:mod:`._pinned_nodes`), whether or not that node records anything:
 ``policy="pinned"`` refuses a change with :class:`VersionMismatchError`;
 ``policy="migrate"`` continues and appends a ``version-change`` step. Either
 way a change is never silent.
@@ -20,6 +22,7 @@ from typing import Any, Literal, TypeVar
 
 from tether.steps._errors import VersionMismatchError
 from tether.steps._log import scope_step
+from tether.steps._pinned_nodes import pin_nodes
 from tether.steps._scope import PINS_KEY, NodeScope
 
 __all__ = ["VersionPins", "drop_thread", "graph_fingerprint", "pin_versions"]
@@ -92,7 +95,7 @@ def pin_versions(
     pins = VersionPins(
         policy, graph_fingerprint(graph), prompt_version, model_id, dict(tool_versions or {})
     )
-    configured: G = graph.with_config(configurable={PINS_KEY: pins})  # type: ignore[attr-defined]
+    configured: G = pin_nodes(graph, ensure_pins).with_config(configurable={PINS_KEY: pins})
     return configured
 
 

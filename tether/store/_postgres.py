@@ -1,5 +1,10 @@
 """Records for the PostgreSQL checkpointer: two tables reached through the saver's pool.
 
+A record and its step (or a step alone) are written by one call of the
+function ``tether_put_step_v1``: one statement, so one round trip and one
+transaction, in which the function locks the thread's log, takes the next
+index, writes the record and appends the step.
+
 Under a worker's guard whose run store shares this database, every write
 transaction starts with the run's fence check (``tether_assert_fence``, queued
 in the same pipeline as the write), so records and steps of a run the worker
@@ -21,7 +26,8 @@ from psycopg.rows import dict_row
 from psycopg_pool import AsyncConnectionPool
 
 from tether.checkpointing import assert_fence, fence_errors, scope_reads, transaction_fence
-from tether.store._record import RawRecord, StepPayload
+from tether.store._step_index import WRITTEN, IndexGuesses
+from tether.store._types import RawRecord, StepPayload
 
 __all__ = ["PostgresDriver"]
 
@@ -47,15 +53,56 @@ _SCHEMA = (
     "CREATE INDEX IF NOT EXISTS tether_records_run ON tether_records (run_id) "
     "WHERE run_id IS NOT NULL",
     "CREATE INDEX IF NOT EXISTS tether_steps_run ON tether_steps (run_id) WHERE run_id IS NOT NULL",
+    # Writes a record (unless p_kind is NULL) and appends a step to its thread's
+    # log, atomically. p_index NULL: the step's text does not depend on its index,
+    # which is the log's next; else the text is bound to p_index, and a log that
+    # moved past it answers {2, next index} having written nothing. Answers
+    # {1, index} if it wrote, {0, -1} if the record existed and p_replace is false.
+    # One appender per thread at a time, on every worker (the advisory lock); each
+    # statement of a function sees what committed before it (READ COMMITTED), so
+    # MAX(idx) is read after the lock is held.
+    """CREATE OR REPLACE FUNCTION tether_put_step_v1(
+        p_kind TEXT, p_key TEXT, p_thread TEXT, p_value TEXT, p_created DOUBLE PRECISION,
+        p_run TEXT, p_replace BOOLEAN, p_index INTEGER, p_step TEXT)
+    RETURNS INTEGER[] LANGUAGE plpgsql AS $$
+    DECLARE next_idx INTEGER;
+    BEGIN
+        PERFORM pg_advisory_xact_lock(hashtextextended('tether_steps|' || p_thread, 7));
+        SELECT COALESCE(MAX(idx) + 1, 0) INTO next_idx FROM tether_steps
+            WHERE thread_id = p_thread;
+        IF p_index IS NOT NULL AND p_index <> next_idx THEN
+            RETURN ARRAY[2, next_idx];
+        END IF;
+        IF p_kind IS NOT NULL AND p_replace THEN
+            INSERT INTO tether_records (kind, key, thread_id, value, created_at, run_id)
+                VALUES (p_kind, p_key, p_thread, p_value, p_created, p_run)
+                ON CONFLICT (kind, key) DO UPDATE SET value = excluded.value;
+        ELSIF p_kind IS NOT NULL THEN
+            INSERT INTO tether_records (kind, key, thread_id, value, created_at, run_id)
+                VALUES (p_kind, p_key, p_thread, p_value, p_created, p_run)
+                ON CONFLICT (kind, key) DO NOTHING;
+            IF NOT FOUND THEN
+                RETURN ARRAY[0, -1];
+            END IF;
+        END IF;
+        INSERT INTO tether_steps (thread_id, idx, value, run_id)
+            VALUES (p_thread, next_idx, p_step, p_run);
+        RETURN ARRAY[1, next_idx];
+    END $$""",
+)
+_PUT_STEP = (
+    "SELECT tether_put_step_v1(%s::text, %s::text, %s::text, %s::text, %s::float8, %s::text, "
+    "%s::boolean, %s::integer, %s::text) AS answer"
 )
 _COLUMNS = "kind, key, thread_id, value, created_at, run_id"
 _INSERT = f"INSERT INTO tether_records ({_COLUMNS}) VALUES (%s, %s, %s, %s, %s, %s) "
 # Serialises schema creation across processes (CREATE ... IF NOT EXISTS can race).
 _SETUP_LOCK = 0x7E7E_5701
-# The last objects _SCHEMA creates: both present, the schema is complete.
+# The last objects _SCHEMA creates: all present, the schema is complete.
 _COMPLETE = (
     "SELECT to_regclass('tether_records_run') IS NOT NULL "
-    "AND to_regclass('tether_steps_run') IS NOT NULL AS complete"
+    "AND to_regclass('tether_steps_run') IS NOT NULL "
+    "AND to_regproc('tether_put_step_v1') IS NOT NULL AS complete"
 )
 
 
@@ -63,25 +110,6 @@ _COMPLETE = (
 async def conn_cursor(conn: Any) -> AsyncIterator[Any]:
     async with _ainternal.get_connection(conn) as c, c.cursor(row_factory=dict_row) as cur:
         yield cur
-
-
-async def _append(cur: Any, thread_id: str, step: StepPayload) -> int:
-    """Append one step inside the caller's transaction; the index is MAX + 1."""
-    # One appender per thread at a time, on every worker.
-    await cur.execute(
-        "SELECT pg_advisory_xact_lock(hashtextextended(%s, 7))", (f"tether_steps|{thread_id}",)
-    )
-    await cur.execute(
-        "SELECT COALESCE(MAX(idx) + 1, 0) AS next FROM tether_steps WHERE thread_id = %s",
-        (thread_id,),
-    )
-    row = await cur.fetchone()
-    index = int(row["next"])
-    await cur.execute(
-        "INSERT INTO tether_steps (thread_id, idx, value, run_id) VALUES (%s, %s, %s, %s)",
-        (thread_id, index, step.encode(index), step.run_id),
-    )
-    return index
 
 
 def _raw(row: dict[str, Any]) -> RawRecord:
@@ -111,6 +139,8 @@ class PostgresDriver:
         self.loop: asyncio.AbstractEventLoop | None = saver.loop
         self._ready = False
         self._setup_lock = asyncio.Lock()
+        # The index each thread's next encrypted step will try (the text is bound to it).
+        self._guesses = IndexGuesses()
 
     @asynccontextmanager
     async def _cursor(self, *, setup: bool = True) -> AsyncIterator[Any]:
@@ -211,19 +241,33 @@ class PostgresDriver:
             rows = await cur.fetchall()
         return [_raw(row) for row in rows]
 
+    async def _put_step(
+        self, thread_id: str, step: StepPayload, raw: RawRecord | None, replace: bool = False
+    ) -> tuple[int, int]:
+        """One call of ``tether_put_step_v1``: the step, and ``raw`` unless ``None``."""
+        record = (
+            (None, None, thread_id, None, None)
+            if raw is None
+            else (raw.kind, raw.key, thread_id, raw.payload, raw.created_at)
+        )
+
+        async def put(index: str, text: str) -> tuple[int, int]:
+            at = None if index == "next" else int(index)
+            async with self._write(atomic=False) as cur:
+                await cur.execute(_PUT_STEP, (*record, step.run_id, replace, at, text))
+                row = await cur.fetchone()
+            status, written = row["answer"]
+            return int(status), int(written)
+
+        return await self._guesses.write(thread_id, step, put)
+
     async def append_step(self, thread_id: str, step: StepPayload) -> int:
-        async with self._write() as cur:
-            return await _append(cur, thread_id, step)
+        _, index = await self._put_step(thread_id, step, None)
+        return index
 
     async def put_with_step(self, raw: RawRecord, replace: bool, step: StepPayload) -> int | None:
-        conflict = "DO UPDATE SET value = excluded.value" if replace else "DO NOTHING"
-        async with self._write() as cur:
-            await cur.execute(
-                _INSERT + f"ON CONFLICT (kind, key) {conflict} RETURNING seq", _params(raw)
-            )
-            if await cur.fetchone() is None:
-                return None
-            return await _append(cur, raw.thread_id, step)
+        status, index = await self._put_step(raw.thread_id, step, raw, replace)
+        return index if status == WRITTEN else None
 
     async def steps(self, thread_id: str) -> builtins.list[tuple[int, str]]:
         async with self._read() as cur:

@@ -21,11 +21,11 @@ from __future__ import annotations
 
 import asyncio
 import builtins
-from collections.abc import Awaitable, Callable
 from typing import Any
 
 from tether.checkpointing.redis import records_prefix
-from tether.store._record import RawRecord, RecordStoreError, StepPayload
+from tether.store._step_index import WRITTEN, IndexGuesses
+from tether.store._types import RawRecord, StepPayload
 
 __all__ = ["RedisDriver", "tether_prefix"]
 
@@ -94,9 +94,6 @@ if ARGV[3] ~= '' then
 end
 return {1, index}
 """
-_WRITTEN, _EXISTED, _TAKEN = 1, 0, 2
-_GUESSES = 4096  # threads whose next step index is remembered
-_TRIES = 50
 # KEYS: thread set, step log, step counter; ARGV: the tether prefix
 _DELETE = """
 local runs = ARGV[1] .. ':run:'
@@ -159,10 +156,6 @@ def tether_prefix(checkpoint_prefix: str) -> str:
     return records_prefix(checkpoint_prefix)
 
 
-# Runs a script with (step, step text); returns its answer.
-_Write = Callable[[str, str], Awaitable[Any]]
-
-
 def _answer(reply: Any) -> tuple[int, int]:
     status, index = reply
     return int(status), int(index)
@@ -194,10 +187,8 @@ class RedisDriver:
         self._append = self._redis.register_script(_APPEND)
         self._delete = self._redis.register_script(_DELETE)
         self._delete_runs = self._redis.register_script(_DELETE_RUNS)
-        # thread -> the index its next encrypted step will try (the text is bound
-        # to it): reserved here, so concurrent appends of this process try
-        # distinct indexes, and usually right the first time.
-        self._next_index: dict[str, int] = {}
+        # The index each thread's next encrypted step will try (the text is bound to it).
+        self._guesses = IndexGuesses()
 
     def _rec(self, kind: str, key: str) -> str:
         return f"{self._p}:rec:{kind}:{key}"
@@ -223,46 +214,20 @@ class RedisDriver:
         args = [kind, raw.key, thread, raw.payload, repr(raw.created_at), mode]
         run = raw.run_id or ""
 
-        async def put(index: str, value: str) -> Any:
-            return await self._put(keys=keys, args=[*args, index, value, run])
+        async def put(index: str, value: str) -> tuple[int, int]:
+            return _answer(await self._put(keys=keys, args=[*args, index, value, run]))
 
         if step is None:
-            return _answer(await put("", ""))
-        return await self._with_step(thread, step, put)
-
-    async def _with_step(self, thread: str, step: StepPayload, write: _Write) -> tuple[int, int]:
-        """Run ``write(index, text)`` until the step lands (once, unless its index was taken)."""
-        if step.fixed is not None:
-            return _answer(await write("next", step.fixed))
-        floor = 0
-        for _ in range(_TRIES):
-            guess = self._reserve(thread, floor)
-            status, index = _answer(await write(str(guess), step.encode(guess)))
-            if status == _EXISTED and self._next_index.get(thread) == guess + 1:
-                self._next_index[thread] = guess  # unused: the next append takes it
-            if status != _TAKEN:
-                return status, index
-            floor = index  # the log moved past it: encrypt for a later index
-        raise RecordStoreError(
-            f"could not append to the step log of thread {thread!r}: its next index was "
-            f"taken {_TRIES} times in a row by other writers"
-        )
-
-    def _reserve(self, thread: str, floor: int) -> int:
-        """An index no other append of this process tries, at least ``floor``."""
-        index = max(self._next_index.pop(thread, 0), floor)
-        if len(self._next_index) >= _GUESSES:
-            self._next_index.pop(next(iter(self._next_index)))
-        self._next_index[thread] = index + 1
-        return index
+            return await put("", "")
+        return await self._guesses.write(thread, step, put)
 
     async def put_with_step(self, raw: RawRecord, replace: bool, step: StepPayload) -> int | None:
         status, index = await self._write(raw, "upsert" if replace else "insert", step)
-        return index if status == _WRITTEN else None
+        return index if status == WRITTEN else None
 
     async def insert(self, raw: RawRecord) -> bool:
         status, _ = await self._write(raw, "insert")
-        return status == _WRITTEN
+        return status == WRITTEN
 
     async def upsert(self, raw: RawRecord) -> None:
         await self._write(raw, "upsert")
@@ -290,10 +255,10 @@ class RedisDriver:
         ]
         run = step.run_id or ""
 
-        async def append(index: str, value: str) -> Any:
-            return await self._append(keys=keys, args=[index, value, run])
+        async def append(index: str, value: str) -> tuple[int, int]:
+            return _answer(await self._append(keys=keys, args=[index, value, run]))
 
-        _, index = await self._with_step(thread_id, step, append)
+        _, index = await self._guesses.write(thread_id, step, append)
         return index
 
     async def steps(self, thread_id: str) -> builtins.list[tuple[int, str]]:
