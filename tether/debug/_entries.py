@@ -21,7 +21,15 @@ from tether.steps import Step
 __all__ = ["Entry", "EntryKind", "build_entries"]
 
 EntryKind = Literal[
-    "model", "tool", "approval", "interrupt", "error", "cancel", "budget", "version-change"
+    "model",
+    "tool",
+    "approval",
+    "interrupt",
+    "error",
+    "cancel",
+    "budget",
+    "version-change",
+    "compensation",
 ]
 
 
@@ -34,7 +42,7 @@ class Entry:
         node: The graph node.
         time: When it happened (UTC).
         kind: ``model``, ``tool``, ``approval``, ``interrupt``, ``error``, ``cancel``,
-            ``budget`` or ``version-change``.
+            ``budget``, ``version-change`` or ``compensation`` (an undo of an earlier effect).
         summary: One line saying what happened.
         tokens: Tokens the step used (model steps).
         cost_usd: What the step cost.
