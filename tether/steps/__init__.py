@@ -1,6 +1,7 @@
 """The wrapper node layer: recorded models, durable tools, the step log, pins and budgets."""
 
 from tether.steps._budget import Budget, Price, with_budget
+from tether.steps._chain import chain_head, chain_head_sync, verify_chain, verify_chain_sync
 from tether.steps._errors import (
     BudgetExceededError,
     NonDeterminismError,
@@ -32,6 +33,8 @@ __all__ = [
     "VersionMismatchError",
     "VersionPins",
     "append_step",
+    "chain_head",
+    "chain_head_sync",
     "durable_tool",
     "forget_thread",
     "graph_fingerprint",
@@ -41,5 +44,7 @@ __all__ = [
     "read_steps_sync",
     "recorded",
     "transcript_channel",
+    "verify_chain",
+    "verify_chain_sync",
     "with_budget",
 ]

@@ -19,6 +19,7 @@ from psycopg.rows import dict_row
 from psycopg_pool import AsyncConnectionPool
 
 from tether.checkpointing import assert_fence, fence_errors, transaction_fence
+from tether.store._chain import GENESIS, ChainRow, chain_link, merge_rows
 from tether.store._record import RawRecord, StepPayload
 
 __all__ = ["PostgresDriver"]
@@ -45,9 +46,26 @@ _SCHEMA = (
     "CREATE INDEX IF NOT EXISTS tether_records_run ON tether_records (run_id) "
     "WHERE run_id IS NOT NULL",
     "CREATE INDEX IF NOT EXISTS tether_steps_run ON tether_steps (run_id) WHERE run_id IS NOT NULL",
+    # The step log's hash chain (tether.store._chain); a run's deleted steps leave theirs.
+    """CREATE TABLE IF NOT EXISTS tether_step_chain (
+        thread_id TEXT NOT NULL,
+        idx INTEGER NOT NULL,
+        digest TEXT NOT NULL,
+        link TEXT NOT NULL,
+        PRIMARY KEY (thread_id, idx))""",
 )
 _COLUMNS = "kind, key, thread_id, value, created_at, run_id"
 _INSERT = f"INSERT INTO tether_records ({_COLUMNS}) VALUES (%s, %s, %s, %s, %s, %s) "
+# The log's next index (past any step or link left by a deleted step) and its head link.
+_NEXT = """SELECT COALESCE(GREATEST(
+      (SELECT MAX(idx) FROM tether_steps WHERE thread_id = %(t)s),
+      (SELECT MAX(idx) FROM tether_step_chain WHERE thread_id = %(t)s)) + 1, 0) AS next,
+    (SELECT link FROM tether_step_chain WHERE thread_id = %(t)s
+      ORDER BY idx DESC LIMIT 1) AS head"""
+# The step and its link in one statement (one round trip).
+_INSERT_STEP = """WITH step AS (
+    INSERT INTO tether_steps (thread_id, idx, value, run_id) VALUES (%s, %s, %s, %s))
+INSERT INTO tether_step_chain (thread_id, idx, digest, link) VALUES (%s, %s, %s, %s)"""
 # Serialises schema creation across processes (CREATE ... IF NOT EXISTS can race).
 _SETUP_LOCK = 0x7E7E_5701
 
@@ -59,20 +77,23 @@ async def conn_cursor(conn: Any) -> AsyncIterator[Any]:
 
 
 async def _append(cur: Any, thread_id: str, step: StepPayload) -> int:
-    """Append one step inside the caller's transaction; the index is MAX + 1."""
+    """Append one step and its chain link inside the caller's transaction.
+
+    The index is one past the highest index of the log or its chain (a run's
+    deleted steps leave their links, and their indexes are not reused). The
+    same two statements as before the chain: the head link comes with the index.
+    """
     # One appender per thread at a time, on every worker.
     await cur.execute(
         "SELECT pg_advisory_xact_lock(hashtextextended(%s, 7))", (f"tether_steps|{thread_id}",)
     )
-    await cur.execute(
-        "SELECT COALESCE(MAX(idx) + 1, 0) AS next FROM tether_steps WHERE thread_id = %s",
-        (thread_id,),
-    )
+    await cur.execute(_NEXT, {"t": thread_id})
     row = await cur.fetchone()
     index = int(row["next"])
+    link = chain_link(row["head"] or GENESIS, index, step.digest)
     await cur.execute(
-        "INSERT INTO tether_steps (thread_id, idx, value, run_id) VALUES (%s, %s, %s, %s)",
-        (thread_id, index, step.encode(index), step.run_id),
+        _INSERT_STEP,
+        (thread_id, index, step.encode(index), step.run_id, thread_id, index, step.digest, link),
     )
     return index
 
@@ -205,10 +226,32 @@ class PostgresDriver:
             rows = await cur.fetchall()
         return [(int(r["idx"]), str(r["value"])) for r in rows]
 
+    async def chain(self, thread_id: str) -> builtins.list[ChainRow]:
+        async with self._cursor() as cur:
+            await cur.execute(
+                "SELECT idx, value FROM tether_steps WHERE thread_id = %s", (thread_id,)
+            )
+            steps = [(int(r["idx"]), str(r["value"])) for r in await cur.fetchall()]
+            await cur.execute(
+                "SELECT idx, digest, link FROM tether_step_chain WHERE thread_id = %s",
+                (thread_id,),
+            )
+            links = [(int(r["idx"]), r["digest"], r["link"]) for r in await cur.fetchall()]
+        return merge_rows(steps, links)
+
+    async def step_threads(self) -> builtins.list[str]:
+        async with self._cursor() as cur:
+            await cur.execute(
+                "SELECT thread_id FROM tether_steps UNION "
+                "SELECT thread_id FROM tether_step_chain ORDER BY 1"
+            )
+            return [str(r["thread_id"]) for r in await cur.fetchall()]
+
     async def delete_thread(self, thread_id: str) -> None:
         async with self._write() as cur:
             await cur.execute("DELETE FROM tether_records WHERE thread_id = %s", (thread_id,))
             await cur.execute("DELETE FROM tether_steps WHERE thread_id = %s", (thread_id,))
+            await cur.execute("DELETE FROM tether_step_chain WHERE thread_id = %s", (thread_id,))
 
     async def delete_runs(self, run_ids: builtins.list[str]) -> None:
         async with self._write() as cur:
