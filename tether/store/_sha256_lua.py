@@ -1,9 +1,12 @@
 """SHA-256 in Redis Lua (5.1 with the ``bit`` library), for the step chain's links.
 
 Redis scripts offer only ``redis.sha1hex``; a step's link is computed inside
-the script that appends the step (see :mod:`tether.store._chain`), so the
-script carries its own SHA-256. Its inputs are short (two hex digests and an
-index: two blocks), so it costs the server a few microseconds per step.
+the script that appends the step (see :mod:`tether.store._chain`), so that
+concurrent appends chain in index order without a second round trip, and the
+script carries its own SHA-256. Its input is short (two hex digests and an
+index: three blocks), but interpreted Lua is slow at it: about 70 times the
+time of ``redis.sha1hex`` on the same input, measured at 0.7-0.9 ms of server
+time per step on a 2-core machine under a load average of 19.
 ``CHAIN_LUA`` defines ``sha256hex(msg)`` and ``chain_step(chain_key, head_key,
 index, digest)``, which stores ``digest:link`` under the index and moves the
 head; scripts are prefixed with it.
