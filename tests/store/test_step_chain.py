@@ -183,3 +183,26 @@ async def test_redis_scripts_sha256_matches_hashlib(servers: dict[str, str]) -> 
             assert got.decode() == hashlib.sha256(message).hexdigest(), size
     finally:
         await client.aclose()
+
+
+async def test_verifying_while_another_connection_appends_sees_a_whole_chain(
+    durable_backend: Backend,
+) -> None:
+    async with durable_backend.open() as writer, durable_backend.open() as reader:
+        store = store_for(writer)
+
+        async def append() -> None:
+            for i in range(30):
+                await store.append_step("t", {"n": i})
+
+        async def check() -> list[bool]:
+            seen = []
+            for _ in range(15):
+                report = await verify_chain(reader, "t")
+                seen.append(report.ok and not report.removed)
+                await asyncio.sleep(0)
+            return seen
+
+        _, seen = await asyncio.gather(append(), check())
+        assert all(seen), seen
+        assert (await verify_chain(reader, "t")).steps == 30

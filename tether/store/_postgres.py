@@ -227,7 +227,10 @@ class PostgresDriver:
         return [(int(r["idx"]), str(r["value"])) for r in rows]
 
     async def chain(self, thread_id: str) -> builtins.list[ChainRow]:
-        async with self._cursor() as cur:
+        # One snapshot for both tables: a step appended between the two reads
+        # would otherwise look removed (its link without its text).
+        async with self._cursor() as cur, cur.connection.transaction():
+            await cur.execute("SET TRANSACTION ISOLATION LEVEL REPEATABLE READ, READ ONLY")
             await cur.execute(
                 "SELECT idx, value FROM tether_steps WHERE thread_id = %s", (thread_id,)
             )

@@ -237,13 +237,20 @@ class SqliteDriver:
 
     async def chain(self, thread_id: str) -> builtins.list[ChainRow]:
         def select(db: sqlite3.Connection) -> builtins.list[ChainRow]:
-            steps = db.execute(
-                "SELECT idx, value FROM tether_steps WHERE thread_id = ?", (thread_id,)
-            ).fetchall()
-            links = db.execute(
-                "SELECT idx, digest, link FROM tether_step_chain WHERE thread_id = ?",
-                (thread_id,),
-            ).fetchall()
+            # One read transaction for both tables (another process may append between them).
+            if db.in_transaction:
+                db.commit()
+            db.execute("BEGIN")
+            try:
+                steps = db.execute(
+                    "SELECT idx, value FROM tether_steps WHERE thread_id = ?", (thread_id,)
+                ).fetchall()
+                links = db.execute(
+                    "SELECT idx, digest, link FROM tether_step_chain WHERE thread_id = ?",
+                    (thread_id,),
+                ).fetchall()
+            finally:
+                db.rollback()
             return merge_rows(steps, links)
 
         return await self._run(select)
