@@ -21,8 +21,24 @@ CASES = {
     ),
     "tether": ("tether.steps", "tether.approvals", "tether.graphs", "tether.crashtest"),
     "tether.store": ("tether.steps", "tether.approvals", "tether.graphs", "tether.crashtest"),
-    "tether.steps": ("tether.approvals", "tether.graphs", "tether.crashtest"),
-    "tether.approvals": ("tether.graphs", "tether.crashtest"),
+    "tether.steps": (
+        "tether.approvals",
+        "tether.graphs",
+        "tether.crashtest",
+        "tether.compensation",
+    ),
+    "tether.approvals": ("tether.graphs", "tether.crashtest", "tether.compensation"),
+    "tether.compensation": ("tether.graphs", "tether.crashtest", "tether.runtime"),
+    "tether.debug": (
+        "tether.approvals",
+        "tether.graphs",
+        "tether.crashtest",
+        "tether.runtime",
+        "tether.server",
+        "tether.demo",
+        "tether.cli",
+        "tether.compensation",
+    ),
     "tether.crashtest._harness": ("tether.graphs", "tether.demo", "tether.cli"),
     # What the runtime lends the layers below it: they import it, so it imports none of them.
     "tether.boundaries": (

@@ -69,6 +69,7 @@ EXPECTED = [
     "list_approvals",
     "list_approvals_sync",
     "policy_from_dict",
+    "register_args_schema",
     "request_approval",
     "requires_approval",
     "resume_decided",

@@ -15,6 +15,7 @@ SUMMARY = re.compile(
     r"^crashtest: boundaries=(?P<boundaries>\d+) kills=(?P<kills>\d+) "
     r"completed=(?P<completed>\d+) state_mismatches=(?P<state_mismatches>\d+) "
     r"duplicate_effects=(?P<duplicate_effects>\d+) "
+    r"missing_compensations=(?P<missing_compensations>\d+) "
     r"reasked_model_calls=(?P<reasked_model_calls>\d+)$",
     re.MULTILINE,
 )

@@ -45,6 +45,14 @@ def test_effects_beyond_the_reference_are_duplicates_and_missing_ones_mismatch()
     _compare_effects(fewer, {"refunds": 0}, {"refunds": 1})
     assert fewer.duplicate_effects == 0
     assert not fewer.state_equal
+    assert fewer.missing_compensations == 0  # a refund is no compensation
+
+
+def test_fewer_compensations_than_the_unkilled_run_are_missing_compensations() -> None:
+    missed = BoundaryOutcome("compensation.before:1", killed=True, completed=True, state_equal=True)
+    _compare_effects(missed, {"reversals": 0}, {"reversals": 1}, ("reversals",))
+    assert missed.missing_compensations == 1
+    assert not missed.ok
 
 
 def test_summary_line_and_verdict(tmp_path: Path) -> None:
@@ -55,7 +63,7 @@ def test_summary_line_and_verdict(tmp_path: Path) -> None:
     report = CrashTestReport(2, [good, bad], tmp_path)
     assert report.summary() == (
         "crashtest: boundaries=2 kills=2 completed=2 state_mismatches=1 "
-        "duplicate_effects=0 reasked_model_calls=1"
+        "duplicate_effects=0 missing_compensations=0 reasked_model_calls=1"
     )
     assert not report.ok
     assert CrashTestReport(1, [good], tmp_path).ok

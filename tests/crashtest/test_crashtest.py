@@ -151,3 +151,34 @@ def test_postgres_user_without_createdb(servers: dict[str, str], tmp_path: Path)
         finally:
             with psycopg.connect(url, autocommit=True) as conn:
                 conn.execute("DROP ROLE crashtest_nocreatedb")
+
+
+SAGA = "tether.graphs.refund:saga_crash_target"
+
+
+def _assert_saga_clean(run: CrashRun) -> None:
+    _assert_all_clean(run)
+    assert run.summary["missing_compensations"] == 0
+    for kind in ("compensation.before", "compensation.after"):
+        assert f"killed at {kind}:1: ok" in run.stdout
+
+
+@pytest.mark.slow
+def test_refund_saga_survives_every_boundary_of_its_compensation_on_sqlite(
+    crashtest: Any, tmp_path: Path
+) -> None:
+    _assert_saga_clean(crashtest(SAGA, f"sqlite:///{tmp_path}/crash.db"))
+
+
+@pytest.mark.slow
+def test_refund_saga_survives_every_boundary_of_its_compensation_on_postgres(
+    crashtest: Any, servers: dict[str, str]
+) -> None:
+    _assert_saga_clean(crashtest(SAGA, servers["postgres"]))
+
+
+@pytest.mark.slow
+def test_refund_saga_survives_every_boundary_of_its_compensation_on_redis(
+    crashtest: Any, servers: dict[str, str]
+) -> None:
+    _assert_saga_clean(crashtest(SAGA, servers["redis"]))

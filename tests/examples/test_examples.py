@@ -121,3 +121,16 @@ def test_a_run_killed_after_a_steps_writes_is_resumed_not_reported_finished(
         "refund",
         "confirm",
     ]
+
+
+def test_compensate_refund_killed_mid_compensation_undoes_once(tmp_path: Path) -> None:
+    killed = _run("compensate_refund.py", tmp_path, crash_at="compensation.before:1")
+    assert killed.returncode == -signal.SIGKILL, killed.stdout + killed.stderr
+    done = _run("compensate_refund.py", tmp_path)
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert "resuming thread ticket-7 where the last process died" in done.stdout
+    assert "compensation issue_refund:undone (undoes step 3)" in done.stdout
+    assert "send_email: not undone (compensation policy 'none')" in done.stdout
+    assert "issue_refund: undone" in done.stdout
+    counts = FakePaymentsProvider(tmp_path / "payments.db").counts()
+    assert (counts.refunds, counts.reversals, counts.emails) == (1, 1, 2)

@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+import uuid
 from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
 
+import psycopg
 import pytest
 
 from tests.backends import fresh_postgres_database
@@ -40,3 +42,23 @@ def workers(runtime_url: str, tmp_path: Path) -> Iterator[Workers]:
         yield pool
     finally:
         pool.stop_all()
+
+
+# Run-scoped worker roles: roles belong to the whole server, so each test makes
+# its own and drops it after its database (the role's grants go with it).
+@pytest.fixture
+def role(servers: dict[str, str]) -> Iterator[str]:
+    """A new role name, dropped after the test's database."""
+    name = f"w_{uuid.uuid4().hex[:12]}"
+    try:
+        yield name
+    finally:
+        with psycopg.connect(servers["postgres"], autocommit=True) as conn:
+            conn.execute(f'DROP ROLE IF EXISTS "{name}"')
+
+
+@pytest.fixture
+def admin_url(servers: dict[str, str], role: str) -> Iterator[str]:
+    """A fresh database, as its administrator (dropped before ``role``)."""
+    with fresh_postgres_database(servers["postgres"]) as url:
+        yield url

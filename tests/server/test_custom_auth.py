@@ -195,3 +195,16 @@ def test_an_auth_path_that_is_not_an_auth_object_is_named(tmp_path: Path) -> Non
     assert "auth.path" in done.stderr
     assert "expected a langgraph_sdk.Auth object, got int" in done.stderr
     assert "Traceback" not in done.stderr
+
+
+async def test_the_step_log_route_is_scoped_like_the_thread(base: str) -> None:
+    alice, bob, tina = as_user(base, "alice"), as_user(base, "bob"), as_user(base, "tina")
+    thread_id = (await alice.threads.create())["thread_id"]
+    await alice.runs.wait(thread_id, "echo", input={})
+    assert await alice.http.get(f"/threads/{thread_id}/steps") == {"steps": []}
+    assert (await alice.http.post(f"/threads/{thread_id}/replay", json={}))["divergence"] is None
+    for other in (bob, tina):
+        assert await status_of(other.http.get(f"/threads/{thread_id}/steps")) == 404
+        assert await status_of(other.http.post(f"/threads/{thread_id}/replay", json={})) == 404
+    async with httpx.AsyncClient(base_url=base) as http:
+        assert (await http.get(f"/threads/{thread_id}/steps")).status_code == 401

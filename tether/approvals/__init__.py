@@ -25,7 +25,7 @@ The names below are the whole API. The modules behind them are private:
 """
 
 from tether.approvals._cancel import cancel_pending, cancel_pending_sync
-from tether.approvals._checks import build_decision
+from tether.approvals._checks import build_decision, register_args_schema
 from tether.approvals._decide import (
     Decider,
     DecisionPayload,
@@ -142,6 +142,7 @@ __all__ = [
     "list_approvals",
     "list_approvals_sync",
     "policy_from_dict",
+    "register_args_schema",
     "request_approval",
     "requires_approval",
     "resume_decided",

@@ -42,6 +42,7 @@ if TYPE_CHECKING:
         hold_fence,
         install_sqlite_fence,
         lease_lost,
+        scope_reads,
         transaction_fence,
     )
     from tether.checkpointing.rotation import RotationReport, rotate_keys
@@ -74,6 +75,7 @@ __all__ = [
     "parse_url",
     "redact",
     "rotate_keys",
+    "scope_reads",
     "transaction_fence",
 ]
 
@@ -91,6 +93,7 @@ __getattr__ = lazy_attributes(
                 "hold_fence",
                 "install_sqlite_fence",
                 "lease_lost",
+                "scope_reads",
                 "transaction_fence",
             ),
             "tether.checkpointing._fencing",

@@ -41,6 +41,7 @@ __all__ = [
     "FENCED_TRANSACTION_TIMEOUT_MS",
     "FENCE_LOST",
     "FENCE_SQLSTATE",
+    "RUN_SCOPE_SETTING",
     "assert_fence",
     "drop_fence",
     "drop_sqlite_fence",
@@ -49,10 +50,19 @@ __all__ = [
     "hold_sqlite_fence",
     "install_sqlite_fence",
     "lease_lost",
+    "run_scope",
+    "scope_reads",
     "transaction_fence",
 ]
 
-ASSERT_FENCE_SQL = "SELECT tether_assert_fence(%s, %s)"
+# The check and the run scope in one statement: a scoped role's row-level
+# policies verify the scope against the run's live lease at every use, so the
+# setting needs no secret (see tether.runtime.worker_role).
+RUN_SCOPE_SETTING = "tether.run_scope"
+ASSERT_FENCE_SQL = (
+    f"SELECT tether_assert_fence(%s, %s), set_config('{RUN_SCOPE_SETTING}', %s, true)"
+)
+_READ_SCOPE_SQL = f"SELECT set_config('{RUN_SCOPE_SETTING}', %s, true)"
 # A fenced PostgreSQL transaction holds a share lock on the run row, which a
 # takeover's claim skips. A client stopped in the middle of a pipeline (before
 # its Sync) is not "idle in transaction" to the server, so only a transaction
@@ -130,7 +140,28 @@ async def assert_fence(cur: Any) -> None:
         return
     if cur.connection.info.server_version >= 170000:
         await cur.execute(f"SET LOCAL transaction_timeout = {FENCED_TRANSACTION_TIMEOUT_MS}")
-    await cur.execute(ASSERT_FENCE_SQL, (fence.run_id, fence.token))
+    await cur.execute(ASSERT_FENCE_SQL, (fence.run_id, fence.token, run_scope(fence)))
+
+
+def run_scope(fence: Fence) -> str:
+    """The value of ``tether.run_scope`` naming ``fence``'s run: ``run_id:token``."""
+    return f"{fence.run_id}:{fence.token}"
+
+
+async def scope_reads(cur: Any) -> bool:
+    """PostgreSQL: name the run in this context as the scope of ``cur``'s next statements.
+
+    For a restricted worker role, whose row-level policies show only the
+    scoped run's thread. The setting is transaction-local: queue it in the
+    same pipeline (one implicit transaction until the pipeline syncs) or
+    transaction as the reads, so it costs no round trip. Returns ``False``
+    (and sends nothing) outside a run whose run store shares this database.
+    """
+    fence = transaction_fence()
+    if fence is None:
+        return False
+    await cur.execute(_READ_SCOPE_SQL, (run_scope(fence),))
+    return True
 
 
 @asynccontextmanager

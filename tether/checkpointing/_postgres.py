@@ -5,6 +5,11 @@ Under a worker's guard whose run store shares this database, every write
 transaction starts with ``SELECT tether_assert_fence(run_id, token)``
 (:mod:`tether.checkpointing._fencing`): a worker that lost its run commits
 nothing for it, and gets ``LeaseLostError``.
+
+Connected as a restricted worker role (``tether workers grant``), whose
+row-level policies show only the thread of the run a transaction names, the
+saver also names the run in its reads: the scope travels in the same
+pipeline as the read, so it costs no round trip.
 """
 
 from __future__ import annotations
@@ -32,7 +37,12 @@ from tether.checkpointing._cascade import (
     delete_records_of_runs,
     delete_records_of_threads,
 )
-from tether.checkpointing._fencing import assert_fence, fence_errors, transaction_fence
+from tether.checkpointing._fencing import (
+    assert_fence,
+    fence_errors,
+    scope_reads,
+    transaction_fence,
+)
 from tether.checkpointing._prune import check_prune_args
 from tether.checkpointing._url import CheckpointerURL, redact
 from tether.errors import BackendUnavailableError, ConfigurationError, MissingDependencyError
@@ -115,7 +125,14 @@ class PostgresSaver(SyncBridge, AsyncPostgresSaver):
     characters is stored exactly (see :func:`_has_nul`). No saver call waits
     for a thread of the event loop's pool while it holds the saver's lock (see
     :meth:`aput`).
+
+    A saver connected as a role that row-level security restricts
+    (:attr:`scoped`) names the current run's scope before its reads.
     """
+
+    # Row-level security applies to this connection's role on ``checkpoints``
+    # (a worker role made by ``tether workers grant``); set by open_postgres.
+    scoped: bool = False
 
     @asynccontextmanager
     async def _cursor(
@@ -128,7 +145,13 @@ class PostgresSaver(SyncBridge, AsyncPostgresSaver):
         cursor opens an explicit transaction whose first statement is
         ``tether_assert_fence``, queued in the same pipeline; the transaction
         makes the boundary independent of where psycopg places its ``Sync``.
+        A scoped saver's read cursor runs in pipeline mode after the run's
+        scope (see :meth:`_scoped_reads`).
         """
+        if not pipeline and self.scoped and self.pipe is None and transaction_fence() is not None:
+            async with self._scoped_reads() as cur:
+                yield cur
+            return
         if not pipeline or self.pipe is not None or transaction_fence() is None:
             async with super()._cursor(pipeline=pipeline) as cur:
                 yield cur
@@ -145,6 +168,37 @@ class PostgresSaver(SyncBridge, AsyncPostgresSaver):
                 await assert_fence(cur)
                 yield cur
 
+    @asynccontextmanager
+    async def _scoped_reads(self) -> AsyncIterator[psycopg.AsyncCursor[DictRow]]:
+        """A read cursor whose statements see the current run's thread, for a scoped role.
+
+        The scope is transaction-local and queued first in a pipeline: the
+        statements up to the pipeline's first sync (the first fetch) run in one
+        implicit transaction, so the scope and the read travel together.
+        """
+        async with (
+            self.lock,
+            _ainternal.get_connection(self.conn) as conn,
+            fence_errors(),
+            conn.pipeline(),
+            conn.cursor(binary=True, row_factory=dict_row) as cur,
+        ):
+            await scope_reads(cur)
+            yield cur
+
+    async def migrated(self) -> bool:
+        """Whether every upstream migration is recorded (then :meth:`setup` runs no DDL)."""
+        async with _ainternal.get_connection(self.conn) as conn:
+            cur = await conn.execute(
+                "SELECT to_regclass('checkpoint_migrations') IS NOT NULL AS present"
+            )
+            row = await cur.fetchone()
+            if row is None or not row["present"]:
+                return False
+            cur = await conn.execute("SELECT COALESCE(MAX(v), -1) AS v FROM checkpoint_migrations")
+            row = await cur.fetchone()
+        return row is not None and int(row["v"]) >= len(self.MIGRATIONS) - 1
+
     async def setup(self) -> None:
         """Upstream's migrations, run again when another process ran one at the same moment.
 
@@ -155,8 +209,11 @@ class PostgresSaver(SyncBridge, AsyncPostgresSaver):
         duplicate key or a deadlock. :func:`open_postgres` serialises its
         setups with an advisory lock; for a saver set up another way, every
         migration is idempotent (``IF NOT EXISTS``), so the loser runs
-        ``setup`` again from the version now recorded.
+        ``setup`` again from the version now recorded. A database already
+        migrated is left alone, so a role without DDL rights can open it.
         """
+        if await self.migrated():
+            return
         for attempt in range(_SETUP_ATTEMPTS):
             try:
                 await super().setup()
@@ -373,6 +430,7 @@ async def open_postgres(url: CheckpointerURL, **options: Any) -> AsyncIterator[P
         await pool.open(wait=True, timeout=timeout)
         saver = PostgresSaver(pool)
         await _set_up_alone(saver, probe)
+        saver.scoped = await _row_security_active(probe)
     except BaseException:
         await pool.close()
         raise
@@ -382,6 +440,13 @@ async def open_postgres(url: CheckpointerURL, **options: Any) -> AsyncIterator[P
         yield saver
     finally:
         await pool.close()
+
+
+async def _row_security_active(conn: psycopg.AsyncConnection[Any]) -> bool:
+    """Whether row-level security restricts this connection's role on ``checkpoints``."""
+    cur = await conn.execute("SELECT row_security_active('checkpoints')")
+    row = await cur.fetchone()
+    return bool(row and row[0])
 
 
 async def _set_up_alone(saver: PostgresSaver, conn: psycopg.AsyncConnection[Any]) -> None:

@@ -26,6 +26,7 @@ from langgraph.types import Command
 from tether._crashpoints import CRASH_AT_ENV, CRASH_TRACE_ENV
 from tether._progress import aunfinished
 from tether.checkpointing import open_checkpointer
+from tether.compensation import CompensationReport, compensate
 from tether.crashtest._saver import CrashPointSaver
 from tether.crashtest._steplog import recorded_model_calls
 from tether.crashtest._target import CrashTarget, CrashTestError, load_target
@@ -85,15 +86,43 @@ async def run_child(
         checkpointer = CrashPointSaver(saver)
         recorded_before = await recorded_model_calls(saver, target.thread_id)
         graph = target.build(checkpointer, workdir)
-        await drive(graph, target, config)
+        compensation = await _drive_or_compensate(graph, target, config)
         snapshot = await graph.aget_state(config)
+        state = target.normalize(snapshot.values)
+        if compensation is None:
+            completed = not await aunfinished(graph, config)
+        else:
+            completed = compensation.complete
+            state = {"values": state, "compensation": _statuses(compensation)}
         return {
-            "state": target.normalize(snapshot.values),
-            "completed": not await aunfinished(graph, config),
+            "state": state,
+            "completed": completed,
             "effects": dict(target.effects(workdir)) if target.effects else {},
             "recorded_model_calls_before": recorded_before,
             "pid": os.getpid(),
         }
+
+
+async def _drive_or_compensate(
+    graph: Any, target: CrashTarget, config: RunnableConfig
+) -> CompensationReport | None:
+    """Drive the thread; for a compensating target, compensate its failed run."""
+    if not target.compensate:
+        await drive(graph, target, config)
+        return None
+    try:
+        await drive(graph, target, config)
+    except Exception as exc:
+        return await compensate(graph, config, reason=f"{type(exc).__name__}: {exc}")
+    raise CrashTestError(
+        f"the run of compensating target thread {target.thread_id!r} finished without "
+        "failing; a target with compensate=True must fail so that it is compensated"
+    )
+
+
+def _statuses(report: CompensationReport) -> list[list[Any]]:
+    """What is compared of a compensation: each effect's tool, step and status, in order."""
+    return [[e.tool, e.step_index, e.status] for e in report.effects]
 
 
 def run_to_file(spec: str, url: str, options: dict[str, Any], workdir: Path, result: Path) -> None:

@@ -49,6 +49,7 @@ class BoundaryOutcome:
     completed: bool = False
     state_equal: bool = False
     duplicate_effects: int = 0
+    missing_compensations: int = 0
     reasked_model_calls: int = 0
     problems: list[str] = field(default_factory=list)
 
@@ -59,6 +60,7 @@ class BoundaryOutcome:
             and self.completed
             and self.state_equal
             and not self.duplicate_effects
+            and not self.missing_compensations
             and not self.reasked_model_calls
             and not self.problems
         )
@@ -92,6 +94,10 @@ class CrashTestReport:
         return self._count(lambda o: o.duplicate_effects)
 
     @property
+    def missing_compensations(self) -> int:
+        return self._count(lambda o: o.missing_compensations)
+
+    @property
     def reasked_model_calls(self) -> int:
         return self._count(lambda o: o.reasked_model_calls)
 
@@ -109,6 +115,7 @@ class CrashTestReport:
             f"crashtest: boundaries={self.boundaries} kills={self.kills} "
             f"completed={self.completed} state_mismatches={self.state_mismatches} "
             f"duplicate_effects={self.duplicate_effects} "
+            f"missing_compensations={self.missing_compensations} "
             f"reasked_model_calls={self.reasked_model_calls}"
         )
 
@@ -195,14 +202,17 @@ def _one_boundary(
             f"final state differs from the unkilled run's (see "
             f"{workdir / 'state.json'} and {run.scratch / 'reference.json'})"
         )
-    _compare_effects(outcome, final["effects"], reference["effects"])
+    _compare_effects(outcome, final["effects"], reference["effects"], run.target.compensations)
     if run.target.calls_file:
         outcome.reasked_model_calls = _reasked(workdir / run.target.calls_file, final)
     return outcome
 
 
 def _compare_effects(
-    outcome: BoundaryOutcome, effects: Mapping[str, int], expected: Mapping[str, int]
+    outcome: BoundaryOutcome,
+    effects: Mapping[str, int],
+    expected: Mapping[str, int],
+    compensations: tuple[str, ...] = (),
 ) -> None:
     for kind in sorted({*effects, *expected}):
         got, want = effects.get(kind, 0), expected.get(kind, 0)
@@ -210,6 +220,8 @@ def _compare_effects(
             outcome.duplicate_effects += got - want
             outcome.problems.append(f"{got} {kind} where the unkilled run made {want}")
         elif got < want:
+            if kind in compensations:
+                outcome.missing_compensations += want - got
             outcome.state_equal = False
             outcome.problems.append(f"only {got} {kind} where the unkilled run made {want}")
 

@@ -90,6 +90,14 @@ class CrashTarget:
         durability: LangGraph durability mode of every run. ``"sync"`` makes
             the order of checkpoint writes, and so the boundaries, deterministic.
         thread_id: The thread the run uses.
+        compensate: The graph is made with
+            :func:`tether.compensation.compensating` and its run fails: each
+            process compensates it (``tether.compensation.compensate``) after the
+            failure, and the run is finished when nothing waits on a person.
+            The compensation's boundaries are killed like any other.
+        compensations: Effect kinds (keys of ``effects``) that compensations
+            make; fewer of them than the unkilled run made are *missing
+            compensations*.
     """
 
     build: Callable[[BaseCheckpointSaver[Any], Path], Any]
@@ -100,6 +108,8 @@ class CrashTarget:
     normalize: Callable[[Mapping[str, Any]], Any] = normalize_state
     durability: Literal["sync", "async", "exit"] = "sync"
     thread_id: str = "crashtest"
+    compensate: bool = False
+    compensations: tuple[str, ...] = ()
 
 
 def load_target(spec: str) -> CrashTarget:

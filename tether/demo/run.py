@@ -64,6 +64,10 @@ def describe_step(step: Step) -> str:
         by = f" by {_short(output['by'])}" if output.get("by") else ""
         what = f" ({_short(output['outcome'])})" if output.get("outcome") else ""
         return f"{head} {_short(output['event'])}{what} {_short(output['approval_id'])}{by}"
+    if step.kind == "compensation":
+        undoes = step.detail.get("undoes")
+        beside = f" (undoes step {undoes})" if undoes is not None else ""
+        return f"{head} {_short(step.name)}{beside}"
     return f"{head} {_short(step.name)}: {_short(output, 70)}"
 
 

@@ -7,6 +7,7 @@ provider where durability is concerned:
   refund it created the first time and moves no money again;
 * every attempt and every refund actually created is counted, so a test can
   prove that a crash and a resume did not pay twice;
+* ``reverse_refund(...)`` takes a refund back, deduplicated on its key too;
 * ``send_email(...)`` takes no key: sending twice sends two emails. The outbox
   can be searched (``find_email``), which is what a reconcile hook uses to read
   the world back after a crash.
@@ -37,6 +38,9 @@ CREATE TABLE IF NOT EXISTS attempts (
 CREATE TABLE IF NOT EXISTS refunds (
     seq INTEGER PRIMARY KEY AUTOINCREMENT, refund_id TEXT UNIQUE, order_id TEXT NOT NULL,
     amount_cents INTEGER NOT NULL, idempotency_key TEXT UNIQUE);
+CREATE TABLE IF NOT EXISTS reversals (
+    seq INTEGER PRIMARY KEY AUTOINCREMENT, reversal_id TEXT UNIQUE, refund_id TEXT NOT NULL,
+    idempotency_key TEXT UNIQUE);
 CREATE TABLE IF NOT EXISTS outbox (
     seq INTEGER PRIMARY KEY AUTOINCREMENT, message_id TEXT UNIQUE, recipient TEXT NOT NULL,
     subject TEXT NOT NULL, body TEXT NOT NULL);
@@ -86,6 +90,7 @@ class PaymentCounts:
     refunds: int
     email_attempts: int
     emails: int
+    reversals: int = 0
 
 
 class FakePaymentsProvider:
@@ -193,6 +198,32 @@ class FakePaymentsProvider:
             )
         return FakeRefund(refund_id, order_id, amount_cents)
 
+    def reverse_refund(self, refund_id: str, *, idempotency_key: str) -> str:
+        """Take back refund ``refund_id``; a repeated key returns the first reversal's id.
+
+        Raises:
+            FakePaymentsError: No such refund.
+        """
+        self._count_attempt("reversal", idempotency_key)
+        with self._transaction() as db:
+            row = db.execute(
+                "SELECT reversal_id FROM reversals WHERE idempotency_key = ?", (idempotency_key,)
+            ).fetchone()
+            if row is not None:
+                return str(row[0])
+            if (
+                db.execute("SELECT 1 FROM refunds WHERE refund_id = ?", (refund_id,)).fetchone()
+                is None
+            ):
+                raise FakePaymentsError(f"cannot reverse unknown refund {refund_id!r}")
+            return _insert_numbered(
+                db,
+                "reversals",
+                "reversal_id",
+                "rv",
+                {"refund_id": refund_id, "idempotency_key": idempotency_key},
+            )
+
     def send_email(self, to: str, subject: str, body: str) -> str:
         """Put an email in the outbox (no idempotency: two calls send two emails).
 
@@ -231,4 +262,5 @@ class FakePaymentsProvider:
                 refunds=count("SELECT COUNT(*) FROM refunds"),
                 email_attempts=count("SELECT COUNT(*) FROM attempts WHERE kind = 'email'"),
                 emails=count("SELECT COUNT(*) FROM outbox"),
+                reversals=count("SELECT COUNT(*) FROM reversals"),
             )

@@ -43,8 +43,15 @@ from langgraph.graph import END, START, StateGraph
 from langgraph.prebuilt import ToolNode
 from langgraph.types import Send
 
-from tether.approvals import stopped_by_expiry
+from tether.approvals import Approvers, stopped_by_expiry
+from tether.compensation import compensating
 from tether.graphs._payments import FakeOrder, FakePaymentsError, FakePaymentsProvider
+from tether.graphs._refund_saga import (
+    pickup_tool,
+    reverse_refund_hook,
+    saga_effects,
+    saga_script,
+)
 from tether.graphs._refund_scenario import (
     CALLS_FILE,
     DEMO_ORDERS,
@@ -62,6 +69,7 @@ __all__ = [
     "build_refund_graph",
     "crash_target",
     "refund_tools",
+    "saga_crash_target",
 ]
 
 SYSTEM_PROMPT = (
@@ -76,8 +84,13 @@ RefundGate = Callable[[BaseTool, FakePaymentsProvider], BaseTool]
 for the approver) in an approval gate, e.g. with :func:`tether.approvals.requires_approval`."""
 
 
-def refund_tools(provider: FakePaymentsProvider) -> list[BaseTool]:
-    """The agent's three tools, bound to ``provider``."""
+def refund_tools(provider: FakePaymentsProvider, *, saga: bool = False) -> list[BaseTool]:
+    """The agent's three tools, bound to ``provider``.
+
+    With ``saga``: ``issue_refund`` can be compensated (the refund reversed and
+    the customer told), ``send_email`` is declared impossible to undo, and a
+    fourth tool, ``schedule_pickup``, fails (see :mod:`._refund_saga`).
+    """
 
     def lookup_order(order_id: str) -> str:
         """Look up an order by id; returns the order as JSON."""
@@ -103,10 +116,18 @@ def refund_tools(provider: FakePaymentsProvider) -> list[BaseTool]:
             return None
         return ReconcileResult(json.dumps({"message_id": message_id, "to": args["to"]}))
 
+    if not saga:
+        return [
+            durable_tool(lookup_order, safe_to_retry=True),  # a read changes nothing
+            durable_tool(issue_refund),
+            durable_tool(send_email, reconcile=email_already_sent),
+        ]
     return [
-        durable_tool(lookup_order, safe_to_retry=True),  # a read changes nothing
-        durable_tool(issue_refund),
-        durable_tool(send_email, reconcile=email_already_sent),
+        durable_tool(lookup_order, safe_to_retry=True, read_only=True),
+        durable_tool(issue_refund, compensate=reverse_refund_hook(provider)),
+        # An email cannot be unsent: listed as not undone for a person to see.
+        durable_tool(send_email, reconcile=email_already_sent, compensation="none"),
+        pickup_tool(provider),
     ]
 
 
@@ -135,6 +156,7 @@ def build_refund_graph(
     model: BaseChatModel | None = None,
     gate_refund: RefundGate | None = None,
     orders: Sequence[FakeOrder] = DEMO_ORDERS,
+    saga: bool = False,
 ) -> Any:
     """Build and compile the refund agent.
 
@@ -146,6 +168,11 @@ def build_refund_graph(
         gate_refund: Wraps ``issue_refund`` in an approval gate, given the tool
             and the payments provider; ``None`` issues refunds without sign-off.
         orders: Orders the fake shop knows (created or replaced at build time).
+        saga: The compensation example: after the email the agent books a
+            courier, which fails; the graph is :func:`tether.compensation.compensating`
+            (approvers: role ``support-lead``), so the failed run's refund is
+            reversed and the customer told (``compensate(graph, config, ...)``,
+            or a worker does it).
 
     Returns:
         The compiled graph; its input is ``{"messages": [...]}``.
@@ -155,10 +182,12 @@ def build_refund_graph(
     provider = FakePaymentsProvider(workdir / PAYMENTS_FILE)
     for order in orders:
         provider.add_order(order)
-    lookup, issue, email = refund_tools(provider)
+    lookup, issue, email, *follow_up = refund_tools(provider, saga=saga)
     tools = [lookup, issue if gate_refund is None else gate_refund(issue, provider), email]
+    tools += follow_up
     if model is None:
-        model = ScriptedChatModel(rules=refund_script(), calls_file=str(workdir / CALLS_FILE))
+        script = saga_script() if saga else refund_script()
+        model = ScriptedChatModel(rules=script, calls_file=str(workdir / CALLS_FILE))
     chat = recorded(model, prompt_version=PROMPT_VERSION).bind_tools(tools)
 
     async def agent(state: RefundState) -> dict[str, Any]:
@@ -171,7 +200,10 @@ def build_refund_graph(
     graph.add_edge(START, "agent")
     graph.add_conditional_edges("agent", _route_agent, ["tools", END])
     graph.add_conditional_edges("tools", _route_tools, ["agent", END])
-    return graph.compile(checkpointer=checkpointer)
+    compiled = graph.compile(checkpointer=checkpointer)
+    if not saga:
+        return compiled
+    return compensating(compiled, approvers=Approvers(roles=["support-lead"]))
 
 
 def crash_target() -> Any:
@@ -189,4 +221,28 @@ def crash_target() -> Any:
         input=refund_input(),
         effects=refund_effects,
         calls_file=CALLS_FILE,
+    )
+
+
+def saga_crash_target() -> Any:
+    """The refund agent's compensation example as a ``tether crashtest`` target.
+
+    The run fails after the refund and the email; the harness compensates it
+    (the refund reversed, the customer told) and kills it at every boundary of
+    the compensation too. ``reversals`` missing from a resumed run counts as a
+    missing compensation.
+
+    ``tether crashtest tether.graphs.refund:saga_crash_target --url sqlite:///crash.db``
+    """
+    from tether.crashtest import CrashTarget
+
+    return CrashTarget(
+        build=lambda checkpointer, workdir: build_refund_graph(
+            checkpointer=checkpointer, workdir=workdir, saga=True
+        ),
+        input=refund_input(),
+        effects=saga_effects,
+        calls_file=CALLS_FILE,
+        compensate=True,
+        compensations=("reversals",),
     )

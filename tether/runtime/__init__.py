@@ -5,6 +5,8 @@
   approval, read and follow a run's events;
 * :class:`Worker` (and ``tether worker``): claims runs of the graphs of one
   ``langgraph.json`` project and executes them under a fenced lease;
+  :func:`grant_worker_role` (``tether workers grant``) makes a PostgreSQL role
+  for workers that reaches only the threads of the runs they hold;
 * :class:`Scheduler`: run by one leading worker per run store, it expires
   approvals, times out runs past their deadline, fires :class:`Cron` schedules
   (``Runtime.create_cron``) and cleans up;
@@ -38,6 +40,7 @@ from tether.runtime.models import Cron, Run, RunEvent, RunStatus, Thread, Thread
 from tether.runtime.scheduler import Retention, Scheduler, TickReport
 from tether.runtime.sync import SyncRuntime
 from tether.runtime.worker import Worker
+from tether.runtime.worker_role import WorkerGrant, grant_worker_role
 
 __all__ = [
     "AlreadyExistsError",
@@ -66,6 +69,8 @@ __all__ = [
     "TickReport",
     "UnknownGraphError",
     "Worker",
+    "WorkerGrant",
     "aunfinished",
+    "grant_worker_role",
     "unfinished",
 ]

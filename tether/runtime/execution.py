@@ -29,9 +29,11 @@ from tether.boundaries import (
     LeaseLostError,
     RunCancelledError,
     RunHandedBackError,
+    RunStopped,
     RunTimedOutError,
     guarding,
 )
+from tether.compensation import compensate, compensating_graph, stopped_run
 from tether.runtime import lifecycle
 from tether.runtime._timeouts import (
     OBSERVER_KEY,
@@ -127,18 +129,8 @@ class Execution:
                 payload = await self._input(run, config)
                 if payload is not _CONTINUE and kwargs.get("checkpoint_id"):
                     config["configurable"]["checkpoint_id"] = kwargs["checkpoint_id"]
-                try:
-                    async with deadline_watchdog(ctx):
-                        await self._stream(
-                            graph, None if payload is _CONTINUE else payload, config, run, ctx
-                        )
-                    config["configurable"].pop("checkpoint_id", None)
-                    state = await graph.aget_state(cast(RunnableConfig, config))
-                    return lifecycle.completed(
-                        to_json(state.values), state.next, state.interrupts, state.tasks
-                    )
-                except RunCancelledError as stop:
-                    return await self._cancelled(graph, run, config, stop)
+                given = None if payload is _CONTINUE else payload
+                return await self._drive((graph, loaded), given, config, run, ctx=ctx)
         except RunTimedOutError as error:
             where = ctx.stopped_at or "step"
             ctx.events.add("timeout", {"kind": "run", "reason": "deadline passed", "at": where})
@@ -152,16 +144,92 @@ class Execution:
             ctx.events.add(*error_event(error))
             return lifecycle.failed(error)
 
+    async def _drive(
+        self,
+        graphs: tuple[Any, Any],
+        payload: Any,
+        config: dict[str, Any],
+        run: Run,
+        *,
+        ctx: RunContext,
+    ) -> Outcome:
+        """Stream the run to its end; a cancel, or a failure of a compensating graph, ends it here.
+
+        ``graphs``: the graph to run (maybe a copy with step timeouts) and the project's own.
+        """
+        graph, loaded = graphs
+        try:
+            async with deadline_watchdog(ctx):
+                await self._stream(graph, payload, config, run, ctx)
+            config["configurable"].pop("checkpoint_id", None)
+            state = await graph.aget_state(cast(RunnableConfig, config))
+            stopped = stopped_run(loaded, state.values)
+            if stopped is not None:  # an approval expired under Stop: the run ends undone
+                await self._compensate(loaded, run, config, ctx, stopped)
+            return lifecycle.completed(
+                to_json(state.values), state.next, state.interrupts, state.tasks
+            )
+        except RunCancelledError as stop:
+            return await self._cancelled(graph, run, config, stop, (ctx, loaded))
+        except Exception as error:
+            if isinstance(error, RunStopped | FenceLostError) or not compensating_graph(loaded):
+                raise
+            return await self._compensated_failure(loaded, run, config, ctx, error)
+
     async def _cancelled(
-        self, graph: Any, run: Run, config: dict[str, Any], stop: RunCancelledError
+        self,
+        graph: Any,
+        run: Run,
+        config: dict[str, Any],
+        stop: RunCancelledError,
+        compensating: tuple[RunContext, Any] | None = None,
     ) -> Outcome:
         config["configurable"].pop("checkpoint_id", None)
+        reason = stop.reason or ""
         if stop.action == "rollback":
+            if compensating is not None and compensating_graph(compensating[1]):
+                ctx, loaded = compensating
+                # Before the rollback deletes the run's records: they say what it did.
+                why = f"cancelled with rollback: {reason}" if reason else "cancelled with rollback"
+                done = await self._compensate(loaded, run, config, ctx, why)
+                reason = f"{reason}; {_summary(done)}" if reason else _summary(done)
             await self.saver.adelete_for_runs([run.run_id])
         state = await graph.aget_state(config)
         return lifecycle.cancelled(
-            stop.action, stop.reason or "", values=to_json(state.values), next_nodes=state.next
+            stop.action, reason, values=to_json(state.values), next_nodes=state.next
         )
+
+    async def _compensated_failure(
+        self, graph: Any, run: Run, config: dict[str, Any], ctx: RunContext, error: Exception
+    ) -> Outcome:
+        """The run failed: compensate what it did, and say so in its error."""
+        ctx.events.add(*error_event(error))
+        config["configurable"].pop("checkpoint_id", None)
+        why = f"{type(error).__name__}: {error}"
+        return lifecycle.failed(
+            error, compensation=await self._compensate(graph, run, config, ctx, why)
+        )
+
+    async def _compensate(
+        self, graph: Any, run: Run, config: dict[str, Any], ctx: RunContext, reason: str
+    ) -> dict[str, Any]:
+        """Compensate the run's effects (see tether.compensation); the report as JSON.
+
+        The report is also a ``compensation`` run event. A compensation that
+        raises is logged and reported; calling ``compensate`` again continues it.
+        """
+        try:
+            report = await compensate(graph, config, reason=reason, run_id=run.run_id)
+        except (RunStopped, FenceLostError):
+            raise
+        except Exception as exc:  # the run's outcome is still written
+            log.exception("run %s: compensation failed", run.run_id)
+            body = {"reason": reason, "error": f"{type(exc).__name__}: {exc}"}
+            ctx.events.add("compensation", body)
+            return body
+        body = report.to_dict(args=False)
+        ctx.events.add("compensation", body)
+        return body
 
     def _config(self, run: Run, ctx: RunContext) -> dict[str, Any]:
         given = dict(run.kwargs.get("config") or {})
@@ -256,6 +324,18 @@ class Execution:
                 return
             except Exception:  # a transient store error: the final flush retries
                 log.exception("run %s: writing events failed", ctx.fence.run_id)
+
+
+def _summary(report: dict[str, Any]) -> str:
+    """One line for a cancelled run's reason: what compensation did."""
+    if "error" in report:
+        return f"compensation failed: {report['error']}"
+    parts = [f"undone: {', '.join(report['undone']) or 'nothing'}"]
+    if report["not_undone"]:
+        parts.append("not undone: " + ", ".join(e["tool"] for e in report["not_undone"]))
+    if report["awaiting"]:
+        parts.append("awaiting a person: " + ", ".join(e["tool"] for e in report["awaiting"]))
+    return "; ".join(parts)
 
 
 class _Continue:

@@ -109,8 +109,13 @@ def timed_out(message: str) -> Outcome:
     )
 
 
-def failed(error: BaseException, *, values: Any = KEEP) -> Outcome:
-    body = error_body(error)
+def failed(
+    error: BaseException, *, values: Any = KEEP, compensation: Mapping[str, Any] | None = None
+) -> Outcome:
+    """The run raised. ``compensation``: what undoing its effects did (a compensating graph)."""
+    body: dict[str, Any] = error_body(error)
+    if compensation is not None:
+        body["compensation"] = dict(compensation)
     return Outcome(
         status="error", thread_status="error", error=body, thread_error=body, values=values
     )

@@ -78,7 +78,15 @@ def _next(current: int) -> Migration | None:
 
 
 async def apply_postgres(conn: Any) -> int:
-    """Apply pending migrations on a psycopg ``AsyncConnection`` (autocommit); the version."""
+    """Apply pending migrations on a psycopg ``AsyncConnection`` (autocommit); the version.
+
+    A database already at :data:`LATEST` is only read, so a role without DDL
+    rights (a worker role, ``tether workers grant``) can open it.
+    """
+    current = await postgres_version(conn)
+    check_version(current)
+    if current == LATEST:
+        return current
     while True:
         async with conn.transaction():
             await conn.execute(_PG_LOCK)

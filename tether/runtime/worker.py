@@ -34,7 +34,7 @@ from pathlib import Path
 from typing import Any
 
 from tether.boundaries import Fence
-from tether.checkpointing import ENV_KEYS, drop_fence, hold_fence, open_checkpointer
+from tether.checkpointing import ENV_KEYS, drop_fence, hold_fence, innermost, open_checkpointer
 from tether.runtime.context import RunContext
 from tether.runtime.errors import FenceLostError
 from tether.runtime.execution import Execution
@@ -193,7 +193,11 @@ class Worker:
                 self.concurrency,
             )
             heartbeat = asyncio.create_task(self._heartbeat_loop(store, notifier))
-            scheduling = asyncio.create_task(self._schedule()) if self.scheduler else None
+            scheduling = (
+                asyncio.create_task(self._schedule())
+                if self.scheduler and not _scoped(base, self.worker_id)
+                else None
+            )
             try:
                 await self._claim_loop(store, notifier, execution)
                 await self._drain()
@@ -389,3 +393,20 @@ class Worker:
             with contextlib.suppress(asyncio.CancelledError, FenceLostError):
                 await asyncio.gather(*tasks, return_exceptions=True)
         done.cancel()
+
+
+def _scoped(saver: Any, worker_id: str) -> bool:
+    """Whether ``saver`` connects as a run-scoped worker role (``tether workers grant``).
+
+    Such a role sees no thread outside the runs it holds, and the scheduler
+    reads across threads (approvals, temporary threads): it leaves the
+    campaign to a worker of an unrestricted role.
+    """
+    if not getattr(innermost(saver), "scoped", False):
+        return False
+    log.info(
+        "worker %s: run-scoped database role; not campaigning for the scheduler "
+        "(run one worker with the run store's own role for it)",
+        worker_id,
+    )
+    return True

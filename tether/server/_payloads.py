@@ -26,6 +26,7 @@ __all__ = [
     "AssistantVersions",
     "CancelMany",
     "HistoryRequest",
+    "ReplayRequest",
     "RunCreate",
     "StateAtCheckpoint",
     "StateUpdate",
@@ -221,6 +222,13 @@ class HistoryRequest(_Body):
     before: str | dict[str, Any] | None = None
     metadata: dict[str, Any] | None = None
     checkpoint: dict[str, Any] | None = None
+
+
+class ReplayRequest(_Body):
+    """``POST /threads/{id}/replay`` (tether's own): replay up to the super-step starting at
+    checkpoint ``upto`` (default: all)."""
+
+    upto: str | None = None
 
 
 class AssistantCreate(_Body):

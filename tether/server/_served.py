@@ -21,10 +21,12 @@ from typing import Any, cast
 from fastapi import Request
 from langchain_core.runnables import RunnableConfig
 
+from tether.debug import DebugError, timeline
 from tether.runtime import Run, Runtime, Thread
 from tether.runtime import project as projects
 from tether.server._errors import ApiError
 from tether.server._mapping import empty_state, state_json
+from tether.steps import read_steps
 
 __all__ = ["Served", "served"]
 
@@ -82,6 +84,36 @@ class Served:
                 return empty_state(thread_id)
             snapshot = await graph.aget_state(config, subgraphs=subgraphs)
         return state_json(snapshot)
+
+    async def steps(self, thread_id: str) -> list[dict[str, Any]]:
+        """The thread's step log as JSON, oldest first (for ``tether.debug`` timelines).
+
+        Read-only; the thread is looked up through the runtime first, so a
+        caller sees only the steps of a thread it may read (tenant and auth).
+        """
+        await self.runtime.get_thread(thread_id)
+        saver = await self.runtime.checkpointer()
+        return [step.to_json() for step in await read_steps(saver, thread_id)]
+
+    async def replay(self, thread_id: str, upto: str | None) -> dict[str, Any]:
+        """Replay the thread from its step log with this server's graph code (``tether.debug``).
+
+        Nothing is asked of the model and no durable tool runs; each super-step
+        runs in a scratch thread of the checkpointer that is deleted afterwards,
+        so the thread and the run store are left as they were.
+        """
+        thread = await self.runtime.get_thread(thread_id)
+        graph_id = await self.thread_graph(thread)
+        if graph_id is None or graph_id not in self.project.graph_ids:
+            raise ApiError(409, f"thread {thread_id!r} has no graph of this project to replay")
+        saver = await self.runtime.checkpointer()
+        async with self.project.graph(graph_id, self.config(thread_id, None), saver) as graph:
+            try:
+                found = await timeline(saver, thread_id, graph=graph)
+                result = await found.replay(upto, check=False, keep=False)
+            except DebugError as exc:  # no checkpoints yet, an `upto` not on the thread
+                raise ApiError(422, str(exc)) from exc
+        return result.to_json()
 
     async def history(
         self,

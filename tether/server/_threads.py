@@ -1,5 +1,6 @@
 """Threads: create, get, update, search, count, delete, copy, prune, state and history
-(design §2.2)."""
+(design §2.2), and tether's own: the step log (``GET /threads/{id}/steps``) and a replay
+from it (``POST /threads/{id}/replay``)."""
 
 from __future__ import annotations
 
@@ -15,6 +16,7 @@ from tether.server._paths import path_id
 from tether.server._payloads import (
     BIGGEST_COUNT,
     HistoryRequest,
+    ReplayRequest,
     StateAtCheckpoint,
     StateUpdate,
     ThreadCreate,
@@ -149,6 +151,18 @@ async def get_history(
         metadata=None,
         checkpoint=None,
     )
+
+
+@router.get("/threads/{thread_id}/steps")
+async def get_steps(thread_id: str, srv: Srv) -> dict[str, Any]:
+    """The thread's step log (tether's own route, read by ``tether.debug``)."""
+    return {"steps": await srv.steps(path_id(thread_id))}
+
+
+@router.post("/threads/{thread_id}/replay")
+async def replay(thread_id: str, body: ReplayRequest, srv: Srv) -> dict[str, Any]:
+    """Replay the thread from its step log with the served graph (tether's own route)."""
+    return await srv.replay(path_id(thread_id), body.upto)
 
 
 @router.patch("/threads/{thread_id}")

@@ -2,9 +2,11 @@
 
 from tether.steps._budget import Budget, Price, with_budget
 from tether.steps._chain import chain_head, chain_head_sync, verify_chain, verify_chain_sync
+from tether.steps._copy import copy_steps, copy_steps_sync
 from tether.steps._errors import (
     BudgetExceededError,
     NonDeterminismError,
+    NotRecordedError,
     StepsError,
     ToolOutcomeUnknownError,
     VersionMismatchError,
@@ -12,6 +14,7 @@ from tether.steps._errors import (
 from tether.steps._forget import forget_thread
 from tether.steps._log import Step, append_step, read_steps, read_steps_sync
 from tether.steps._model import RecordedChatModel, RecordedModel, recorded
+from tether.steps._scope import replay_only
 from tether.steps._tools import DurableTool, ReconcileResult, durable_tool, idempotency_key
 from tether.steps._transcript import ContextBuilder, ContextWindow, transcript_channel
 from tether.steps._versions import VersionPins, graph_fingerprint, pin_versions
@@ -23,6 +26,7 @@ __all__ = [
     "ContextWindow",
     "DurableTool",
     "NonDeterminismError",
+    "NotRecordedError",
     "Price",
     "ReconcileResult",
     "RecordedChatModel",
@@ -35,6 +39,8 @@ __all__ = [
     "append_step",
     "chain_head",
     "chain_head_sync",
+    "copy_steps",
+    "copy_steps_sync",
     "durable_tool",
     "forget_thread",
     "graph_fingerprint",
@@ -43,6 +49,7 @@ __all__ = [
     "read_steps",
     "read_steps_sync",
     "recorded",
+    "replay_only",
     "transcript_channel",
     "verify_chain",
     "verify_chain_sync",

@@ -9,6 +9,7 @@ from tether.errors import TetherError
 __all__ = [
     "BudgetExceededError",
     "NonDeterminismError",
+    "NotRecordedError",
     "ReconcileResultError",
     "StepsError",
     "ToolOutcomeUnknownError",
@@ -38,6 +39,26 @@ class NonDeterminismError(StepsError):
             f"{recorded_hash} but this call's input hashes to {current_hash}. The node must "
             "make the same calls with the same inputs when it is replayed; move anything "
             "random or time-dependent into a recorded step, or fork the thread to change course"
+        )
+
+
+class NotRecordedError(StepsError):
+    """A replay-only run reached a call that has no record.
+
+    Debug replays (:mod:`tether.debug`) run with every answer taken from the
+    log; a call without a record would ask the model or run the tool, so it
+    stops here instead. It means the graph now makes a call the recorded run
+    did not make.
+
+    Attributes:
+        step: The record key the call looked for.
+    """
+
+    def __init__(self, step: str, what: str) -> None:
+        self.step = step
+        super().__init__(
+            f"replay-only run: no recorded {what} at step {step!r}; the recorded run made no "
+            "such call, so the graph changed since (a replay never calls the model or runs a tool)"
         )
 
 

@@ -12,12 +12,12 @@ is stored once.
 from __future__ import annotations
 
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, fields
 from typing import Any, Literal
 
 from langgraph.checkpoint.base import BaseCheckpointSaver
 
-from tether.steps._codec import decode_output
+from tether.steps._codec import decode_output, encode_output
 from tether.steps._errors import StepsError
 from tether.steps._io import Flow, run, run_sync
 from tether.steps._scope import worker_id
@@ -26,8 +26,8 @@ from tether.store import operations as ops
 
 __all__ = ["Step", "StepKind", "append_step", "read_steps", "read_steps_sync"]
 
-StepKind = Literal["model", "tool", "approval", "version-change", "budget"]
-_KINDS = ("model", "tool", "approval", "version-change", "budget")
+StepKind = Literal["model", "tool", "approval", "version-change", "budget", "compensation"]
+_KINDS = ("model", "tool", "approval", "version-change", "budget", "compensation")
 
 
 @dataclass(frozen=True)
@@ -36,7 +36,9 @@ class Step:
 
     Attributes:
         index: 0-based position in the log.
-        kind: ``model``, ``tool``, ``approval``, ``version-change`` or ``budget``.
+        kind: ``model``, ``tool``, ``approval``, ``version-change``, ``budget`` or
+            ``compensation`` (an effect undone, or not; ``detail["undoes"]`` is
+            the index of the tool step it answers).
         node: The graph node the step ran in.
         task_id: LangGraph's id of the node execution.
         name: Model id, tool name, or what the step is about.
@@ -77,6 +79,23 @@ class Step:
     key: str | None = None
     graph_version: str | None = None
     detail: dict[str, Any] = field(default_factory=dict)
+
+    def to_json(self) -> dict[str, Any]:
+        """The step as JSON (its output encoded as the record holds it), for the wire."""
+        doc = {f.name: getattr(self, f.name) for f in fields(self)}
+        try:
+            doc["output"] = encode_output(self.output)
+        except StepsError:  # an object only its repr can show
+            doc["output"] = encode_output(repr(self.output))
+        return doc
+
+    @classmethod
+    def from_json(cls, doc: dict[str, Any]) -> Step:
+        """The inverse of :meth:`to_json`: messages and pydantic models rebuilt."""
+        names = {f.name for f in fields(cls)}
+        values = {k: v for k, v in doc.items() if k in names}
+        values["output"] = _output(doc.get("output"))
+        return cls(**values)
 
 
 def step_document(

@@ -41,7 +41,7 @@ from tether.boundaries import boundary, note
 from tether.steps import _budget as budgets
 from tether.steps._chunks import as_chunks, assemble
 from tether.steps._codec import canonical_hash, decode_output, encode_output
-from tether.steps._errors import NonDeterminismError
+from tether.steps._errors import NonDeterminismError, NotRecordedError
 from tether.steps._io import Await, Flow, Invoke, Pause, Stream, run, run_sync
 from tether.steps._known import known, remember
 from tether.steps._log import step_document
@@ -154,6 +154,8 @@ class Recorder:
             if recorded_hash != call.input_hash:
                 raise NonDeterminismError(call.key, recorded_hash, call.input_hash, "model call")
             return _Plan(decode_output(record.value["output"], self.schema), True, pins)
+        if scope.replay_only:
+            raise NotRecordedError(call.key, "model call")
         yield from wait_for_parent_checkpoint(scope)
         ledger = (yield Await(partial(budgets.ledger_for, scope))) if scope.budgeted else None
         return _Plan(pins=pins, ledger=ledger)

@@ -31,16 +31,20 @@ from tether.store import RecordStore, store_for
 __all__ = [
     "BUDGET_KEY",
     "PINS_KEY",
+    "REPLAY_KEY",
     "ROOT_KEY",
     "TENANT_KEY",
     "NodeScope",
     "node_scope",
+    "replay_only",
     "worker_id",
 ]
 
 # Configurable keys tether reads; the first two are set by with_budget/pin_versions.
 BUDGET_KEY = "__tether_budget"
 PINS_KEY = "__tether_pins"
+# Set by debug replays: every call must find its record; none asks the model or runs a tool.
+REPLAY_KEY = "__tether_replay_only"
 # Set these in your config to share a budget across forked threads / name a tenant.
 ROOT_KEY = "tether_root_thread_id"
 TENANT_KEY = "tenant_id"
@@ -125,6 +129,11 @@ class NodeScope:
         return self.configurable.get(PINS_KEY) is not None
 
     @property
+    def replay_only(self) -> bool:
+        """Whether every call must be replayed from its record (a debug replay)."""
+        return bool(self.configurable.get(REPLAY_KEY))
+
+    @property
     def budgeted(self) -> bool:
         """Whether the graph was given a budget (``with_budget``); else nothing to charge."""
         return self.configurable.get(BUDGET_KEY) is not None
@@ -141,6 +150,16 @@ class NodeScope:
     def step_key(self, suffix: str) -> str:
         """A record key unique to this thread, namespace, task and ``suffix``."""
         return f"{self.thread_id}|{self.checkpoint_ns}|{self.task_id}|{suffix}"
+
+
+def replay_only(config: RunnableConfig) -> RunnableConfig:
+    """``config`` for a run in which every recorded call must find its record.
+
+    Such a run never asks the model or runs a durable tool: a call without a
+    record raises :class:`NotRecordedError` instead (debug replays use it).
+    """
+    configurable = {**config.get("configurable", {}), REPLAY_KEY: True}
+    return {**config, "configurable": configurable}
 
 
 def node_scope(config: RunnableConfig | None = None) -> NodeScope | None:

@@ -18,8 +18,10 @@ from langchain_core.runnables import RunnableConfig
 
 from tether.boundaries import RunStopped, StepTimeoutError, boundary, current_guard, note
 from tether.steps._codec import canonical_hash, decode_output, encode_output
+from tether.steps._compensable import effect_entry
 from tether.steps._errors import (
     NonDeterminismError,
+    NotRecordedError,
     ReconcileResultError,
     StepsError,
     ToolOutcomeUnknownError,
@@ -182,6 +184,8 @@ def _plan(tool: DurableTool, call: _Call) -> Flow[tuple[str, Any]]:
     if scope.pinned:  # else nothing to check: no call (a hop in sync code)
         yield Await(partial(ensure_pins, scope))
     yield from wait_for_parent_checkpoint(scope)
+    if scope.replay_only:
+        return (yield from _replay_only(tool, call))
     if not _claims(tool):
         # Running again is safe, so no intent needs claiming: at most one read.
         record = None
@@ -199,6 +203,16 @@ def _plan(tool: DurableTool, call: _Call) -> Flow[tuple[str, Any]]:
         record = yield ops.Get("tool", call.key)
         if record is None:  # deleted in between (the thread was deleted)
             return "run", None
+    return (yield from _resolve(tool, call, record.value))
+
+
+def _replay_only(tool: DurableTool, call: _Call) -> Flow[tuple[str, Any]]:
+    """A debug replay: the recorded result, never a claim or a run of the tool."""
+    record = None
+    if (yield Await(partial(known, call.scope.store, call.scope.thread_id, "tool", call.key))):
+        record = yield ops.Get("tool", call.key)
+    if record is None or record.value.get("state") != "done":
+        raise NotRecordedError(call.key, f"result of tool {tool.name!r}")
     return (yield from _resolve(tool, call, record.value))
 
 
@@ -281,6 +295,7 @@ def _commit(
         "version": tool.version,
         "started_at": started,
         "ended_at": time.time(),
+        **effect_entry(tool, call.args),
     }
     remember(scope.store, scope.thread_id, "tool", call.key)
     step = _step(tool, call.key, value)

@@ -37,6 +37,7 @@ from langchain_core.utils.function_calling import convert_to_openai_tool
 from pydantic import ConfigDict
 
 from tether._tool_calls import current_tool_call_id, running_tool_call
+from tether.steps._compensable import Compensate, CompensationPolicy, check_compensation
 from tether.steps._idempotency import (
     KEY_PARAM,
     Reconcile,
@@ -64,6 +65,9 @@ class DurableTool(BaseTool):
     version: str = ""
     safe_to_retry: bool = False
     raises_before_effect: tuple[type[BaseException], ...] = ()
+    compensate: Any = None
+    compensation: str = ""
+    read_only: bool = False
     takes_key: bool = False
     func: Any = None
     coroutine: Any = None
@@ -139,12 +143,16 @@ def _wrap(
     version: str | None,
     safe_to_retry: bool,
     raises_before_effect: Any,
+    compensate: Any,
+    compensation: Any,
+    read_only: Any,
 ) -> DurableTool:
     if isinstance(func_or_tool, DurableTool):
         raise TypeError(f"tool {func_or_tool.name!r} is already durable")
     if reconcile is not None and not callable(reconcile):
         raise TypeError("reconcile must be a callable reconcile(args: dict, key: str)")
     before_effect = _before_effect(raises_before_effect)
+    policy = check_compensation(compensate, compensation, read_only)
     inner = _as_tool(func_or_tool, name)
     schema = hide_key(inner.args_schema)
     takes_key = KEY_PARAM in inner.args
@@ -157,6 +165,9 @@ def _wrap(
         reconcile=reconcile,
         safe_to_retry=safe_to_retry,
         raises_before_effect=before_effect,
+        compensate=compensate,
+        compensation=policy,
+        read_only=read_only,
         takes_key=takes_key,
         func=None
         if isinstance(func_or_tool, BaseTool) or _is_async(func_or_tool)
@@ -179,6 +190,9 @@ def durable_tool(
     version: str | None = None,
     safe_to_retry: bool = False,
     raises_before_effect: tuple[type[BaseException], ...] = (),
+    compensate: Compensate | None = None,
+    compensation: CompensationPolicy | None = None,
+    read_only: bool = False,
 ) -> DurableTool: ...
 
 
@@ -191,6 +205,9 @@ def durable_tool(
     version: str | None = None,
     safe_to_retry: bool = False,
     raises_before_effect: tuple[type[BaseException], ...] = (),
+    compensate: Compensate | None = None,
+    compensation: CompensationPolicy | None = None,
+    read_only: bool = False,
 ) -> Callable[[Callable[..., Any] | BaseTool], DurableTool]: ...
 
 
@@ -202,6 +219,9 @@ def durable_tool(
     version: str | None = None,
     safe_to_retry: bool = False,
     raises_before_effect: tuple[type[BaseException], ...] = (),
+    compensate: Compensate | None = None,
+    compensation: CompensationPolicy | None = None,
+    read_only: bool = False,
 ) -> DurableTool | Callable[[Callable[..., Any] | BaseTool], DurableTool]:
     """Make a tool durable: claimed, run once, recorded, replayed.
 
@@ -228,6 +248,18 @@ def durable_tool(
             that raised one of them (or a subclass) runs again on the next
             attempt; any other exception leaves the outcome unknown, like a
             crash: reconcile, or ``ToolOutcomeUnknownError``.
+        compensate: ``compensate(args, result, idempotency_key)`` undoes one
+            effect of the tool (sync or async): the call's arguments, its
+            recorded result and a key of its own, the same every time this
+            effect is compensated. It must be idempotent on that key: after a
+            crash mid-compensation it is called again with the same key.
+            Compensation runs when a compensating run fails (see
+            ``tether.compensation``).
+        compensation: This tool's compensation policy: ``"auto"`` (undo it),
+            ``"ask"`` (ask a person first) or ``"none"`` (leave it; listed as
+            not undone). Default: the run's policy.
+        read_only: The tool changes nothing outside (a lookup): there is
+            nothing to undo, and it is never listed as "not undone".
 
     Returns:
         A ``DurableTool`` (a LangChain ``BaseTool``), or a decorator.
@@ -242,6 +274,9 @@ def durable_tool(
         "version": version,
         "safe_to_retry": safe_to_retry,
         "raises_before_effect": raises_before_effect,
+        "compensate": compensate,
+        "compensation": compensation,
+        "read_only": read_only,
     }
     if func_or_tool is None:
         return lambda f: _wrap(f, **options)

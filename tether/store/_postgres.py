@@ -3,7 +3,9 @@
 Under a worker's guard whose run store shares this database, every write
 transaction starts with the run's fence check (``tether_assert_fence``, queued
 in the same pipeline as the write), so records and steps of a run the worker
-lost are refused in their own transaction, as ``LeaseLostError``.
+lost are refused in their own transaction, as ``LeaseLostError``. A saver
+connected as a restricted worker role (``saver.scoped``) also names the run's
+scope before its reads, in the same pipeline.
 """
 
 from __future__ import annotations
@@ -18,7 +20,7 @@ from langgraph.checkpoint.postgres import _ainternal
 from psycopg.rows import dict_row
 from psycopg_pool import AsyncConnectionPool
 
-from tether.checkpointing import assert_fence, fence_errors, transaction_fence
+from tether.checkpointing import assert_fence, fence_errors, scope_reads, transaction_fence
 from tether.store._chain import GENESIS, ChainRow, chain_link, merge_rows
 from tether.store._record import RawRecord, StepPayload
 
@@ -68,6 +70,12 @@ _INSERT_STEP = """WITH step AS (
 INSERT INTO tether_step_chain (thread_id, idx, digest, link) VALUES (%s, %s, %s, %s)"""
 # Serialises schema creation across processes (CREATE ... IF NOT EXISTS can race).
 _SETUP_LOCK = 0x7E7E_5701
+# The last objects _SCHEMA creates: all present, the schema is complete.
+_COMPLETE = (
+    "SELECT to_regclass('tether_records_run') IS NOT NULL "
+    "AND to_regclass('tether_steps_run') IS NOT NULL "
+    "AND to_regclass('tether_step_chain') IS NOT NULL AS complete"
+)
 
 
 @asynccontextmanager
@@ -142,6 +150,21 @@ class PostgresDriver:
             yield cur
 
     @asynccontextmanager
+    async def _read(self) -> AsyncIterator[Any]:
+        """A cursor for reads; a scoped saver's reads see only the current run's thread.
+
+        The scope is queued in a pipeline before the reads (one implicit
+        transaction until the first fetch syncs it), so it costs no round trip.
+        """
+        async with self._cursor() as cur:
+            if not getattr(self._saver, "scoped", False) or transaction_fence() is None:
+                yield cur
+                return
+            async with fence_errors(), cur.connection.pipeline():
+                await scope_reads(cur)
+                yield cur
+
+    @asynccontextmanager
     async def _write(self, *, atomic: bool = True) -> AsyncIterator[Any]:
         """A cursor for a write: in a transaction that first checks the run's fence, if any.
 
@@ -164,6 +187,13 @@ class PostgresDriver:
         async with self._setup_lock:
             if self._ready:
                 return
+            async with self._cursor(setup=False) as cur:
+                await cur.execute(_COMPLETE)
+                row = await cur.fetchone()
+            if row is not None and row["complete"]:
+                # Nothing to create: a role without DDL rights opens it too.
+                self._ready = True
+                return
             async with self._cursor(setup=False) as cur, cur.connection.transaction():
                 await cur.execute("SELECT pg_advisory_xact_lock(%s)", (_SETUP_LOCK,))
                 for sql in _SCHEMA:
@@ -185,7 +215,7 @@ class PostgresDriver:
             )
 
     async def get(self, kind: str, key: str) -> RawRecord | None:
-        async with self._cursor() as cur:
+        async with self._read() as cur:
             await cur.execute(
                 f"SELECT {_COLUMNS} FROM tether_records WHERE kind = %s AND key = %s", (kind, key)
             )
@@ -198,7 +228,7 @@ class PostgresDriver:
         if thread_id is not None:
             sql += " AND thread_id = %s"
             params += (thread_id,)
-        async with self._cursor() as cur:
+        async with self._read() as cur:
             await cur.execute(sql + " ORDER BY seq", params)
             rows = await cur.fetchall()
         return [_raw(row) for row in rows]
@@ -218,7 +248,7 @@ class PostgresDriver:
             return await _append(cur, raw.thread_id, step)
 
     async def steps(self, thread_id: str) -> builtins.list[tuple[int, str]]:
-        async with self._cursor() as cur:
+        async with self._read() as cur:
             await cur.execute(
                 "SELECT idx, value FROM tether_steps WHERE thread_id = %s ORDER BY idx",
                 (thread_id,),

@@ -3,8 +3,11 @@
 from __future__ import annotations
 
 import asyncio
+import time
 from typing import Any
 
+from tether.boundaries import Fence
+from tether.runtime.context import RunContext
 from tether.runtime.models import Run
 from tether.runtime.store import Claim, NewRun, RunStore
 
@@ -39,3 +42,26 @@ async def take_over(store: RunStore, worker: str = "w2", *, lease: float = LEASE
 
 async def kinds(store: RunStore, run_id: str, tenant: str = "") -> list[str]:
     return [e.kind for e in await store.events(run_id, tenant=tenant)]
+
+
+def held_guard(claim: Claim) -> RunContext:
+    """The guard a worker lends its run; its verify always says "still yours".
+
+    That is what a worker stopped between its verify and its write saw: only
+    the checks inside the database can refuse it.
+    """
+
+    async def still_mine(fence: Fence) -> bool:
+        return True
+
+    run = claim.run
+    return RunContext(
+        fence=Fence(run.run_id, run.thread_id, run.fence),
+        tenant=run.tenant_id,
+        worker_id=claim.hold.worker_id,
+        lease=3600.0,
+        margin=0.0,
+        confirmed_at=time.monotonic(),
+        same_database=True,
+        verifier=still_mine,
+    )

@@ -11,7 +11,6 @@ triggers on the saver's connection).
 from __future__ import annotations
 
 import asyncio
-import time
 from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import asynccontextmanager
 from datetime import UTC, datetime
@@ -21,9 +20,17 @@ import pytest
 from langchain_core.runnables import RunnableConfig
 from langgraph.checkpoint.base import BaseCheckpointSaver, empty_checkpoint
 
-from tests.runtime.store.actions import GRAPH, LEASE, SHORT_LEASE, claim_one, create, take_over
+from tests.runtime.store.actions import (
+    GRAPH,
+    LEASE,
+    SHORT_LEASE,
+    claim_one,
+    create,
+    held_guard,
+    take_over,
+)
 from tether import open_checkpointer
-from tether.boundaries import Fence, LeaseLostError, guarding
+from tether.boundaries import LeaseLostError, guarding
 from tether.checkpointing import drop_fence, hold_fence
 from tether.runtime.context import RunContext
 from tether.runtime.saver import RunSaver
@@ -33,33 +40,10 @@ from tether.store import store_for
 THREAD = "t1"
 
 
-def _guard(claim: Claim) -> RunContext:
-    """The guard a worker lends its run; its verify always says "still yours".
-
-    That is what a worker stopped between its verify and its write saw: only
-    the check inside the write's transaction can refuse it.
-    """
-
-    async def still_mine(fence: Fence) -> bool:
-        return True
-
-    run = claim.run
-    return RunContext(
-        fence=Fence(run.run_id, run.thread_id, run.fence),
-        tenant=run.tenant_id,
-        worker_id=claim.hold.worker_id,
-        lease=3600.0,
-        margin=0.0,
-        confirmed_at=time.monotonic(),
-        same_database=True,
-        verifier=still_mine,
-    )
-
-
 @asynccontextmanager
 async def _held(saver: BaseCheckpointSaver[Any], claim: Claim) -> AsyncIterator[RunContext]:
     """Execute as the claim's worker: its fence held on the saver, its guard in context."""
-    guard = _guard(claim)
+    guard = held_guard(claim)
     await hold_fence(saver, guard.fence)
     try:
         with guarding(guard):
@@ -199,7 +183,7 @@ async def test_a_takeover_skips_a_run_while_its_old_holder_s_write_is_in_flight(
     run = await create(store, THREAD)
     old = await claim_one(store, "w1", lease=SHORT_LEASE)
     async with open_checkpointer(store_url, encryption=False) as saver:
-        with guarding(_guard(old)):
+        with guarding(held_guard(old)):
             async with saver._cursor(pipeline=True) as cur:  # type: ignore[attr-defined]
                 await cur.execute("SELECT 1 AS one")
                 assert await cur.fetchone() == {"one": 1}  # the fence check ran too

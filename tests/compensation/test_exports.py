@@ -1,0 +1,26 @@
+"""The compensation API is exactly what ``tether.compensation.__all__`` lists."""
+
+from __future__ import annotations
+
+import tether.compensation
+
+EXPECTED = [
+    "COMPENSATION_KIND",
+    "RUN_POLICY_KEY",
+    "CompensationConfigError",
+    "CompensationError",
+    "CompensationReport",
+    "CompensationResumer",
+    "EffectOutcome",
+    "compensate",
+    "compensate_sync",
+    "compensating",
+    "compensating_graph",
+    "stopped_run",
+]
+
+
+def test_all_is_locked_and_importable() -> None:
+    assert tether.compensation.__all__ == EXPECTED
+    for name in EXPECTED:
+        assert getattr(tether.compensation, name) is not None, name

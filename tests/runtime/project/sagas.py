@@ -1,0 +1,74 @@
+"""Compensating graphs for the runtime's tests: charge and email, then a failure or a wait.
+
+The world is ``$TETHER_TEST_WORKDIR/world.db`` (see ``tests.compensation.saga.World``).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+from pathlib import Path
+from typing import Any
+
+from langgraph.graph import END, START, StateGraph
+
+from tests.compensation.saga import APPROVERS, World, tools
+from tests.steps.graphs import State
+from tether.compensation import compensating
+
+
+def _workdir() -> Path:
+    path = Path(os.environ.get("TETHER_TEST_WORKDIR") or Path.cwd() / ".tether-test")
+    path.mkdir(parents=True, exist_ok=True)
+    return path
+
+
+class _World(World):
+    """The world of ``$TETHER_TEST_WORKDIR`` at each call (the module loads before it is set)."""
+
+    def __init__(self) -> None:
+        pass
+
+    @property  # type: ignore[override]
+    def path(self) -> Path:
+        path = _workdir() / "world.db"
+        if not path.exists():
+            World(path)
+        return path
+
+
+def _saga(then: Any) -> Any:
+    world = _World()
+    charge, email, ship, lookup = tools(world)
+
+    async def act(state: State) -> dict[str, Any]:
+        await charge.ainvoke({"order_id": "A1", "amount_cents": 4200})
+        await email.ainvoke({"to": "ada@example.com"})
+        return {}
+
+    async def finish(state: State) -> dict[str, Any]:
+        await then()
+        await ship.ainvoke({"order_id": "A1"})
+        return {}
+
+    graph = StateGraph(State)
+    graph.add_node("act", act)
+    graph.add_node("finish", finish)
+    graph.add_edge(START, "act")
+    graph.add_edge("act", "finish")
+    graph.add_edge("finish", END)
+    every = [charge, email, ship, lookup]
+    return compensating(graph.compile(), approvers=APPROVERS, tools=every)
+
+
+async def _fail() -> None:
+    raise RuntimeError("the carrier refused the parcel")
+
+
+async def _wait_for_release() -> None:
+    while not (_workdir() / "release").exists():  # noqa: ASYNC110 (another process writes it)
+        await asyncio.sleep(0.02)
+
+
+saga_fails = _saga(_fail)
+saga_waits = _saga(_wait_for_release)

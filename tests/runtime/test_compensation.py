@@ -1,0 +1,84 @@
+"""A worker compensates a compensating graph's failed run, and its run cancelled with rollback."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import sqlite3
+from collections.abc import AsyncIterator
+from pathlib import Path
+
+import pytest
+
+from tests.runtime.workers import PROJECT
+from tether.runtime import Runtime, Worker
+
+
+def _kinds(world: Path) -> list[str]:
+    if not world.exists():
+        return []
+    with sqlite3.connect(world) as db:
+        return [k for (k,) in db.execute("SELECT kind FROM effects ORDER BY rowid")]
+
+
+@pytest.fixture
+async def worker(
+    runtime_url: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> AsyncIterator[Worker]:
+    monkeypatch.setenv("TETHER_TEST_WORKDIR", str(tmp_path))
+    running = Worker(runtime_url, PROJECT, concurrency=2, lease=2.0)
+    serving = asyncio.create_task(running.run())
+    try:
+        yield running
+    finally:
+        running.stop(grace=False)
+        with contextlib.suppress(asyncio.CancelledError):
+            await asyncio.wait_for(serving, 30)
+
+
+async def test_a_failed_run_is_compensated_and_its_error_lists_what_was_not(
+    runtime: Runtime, worker: Worker, tmp_path: Path
+) -> None:
+    run = await runtime.create("saga_fails", thread_id="saga-1", input={"messages": []})
+    done = await runtime.wait(run.run_id, timeout=60)
+    assert done.status == "error", done
+    assert done.error is not None
+    assert done.error["message"] == "the carrier refused the parcel"
+    compensation = done.error["compensation"]
+    assert compensation["undone"] == ["email", "charge"]
+    assert compensation["not_undone"] == []  # ship never ran: nothing else happened
+    assert _kinds(tmp_path / "world.db") == [
+        "charge",
+        "email",
+        "undo-email ada@example.com",
+        "undo-charge 4200",
+    ]
+    kinds = [e.kind for e in await runtime.events(run.run_id)]
+    assert kinds.count("compensation.before") == 2
+    assert "compensation" in kinds
+
+
+async def test_a_rollback_cancel_compensates_before_the_run_is_deleted(
+    runtime: Runtime, worker: Worker, tmp_path: Path
+) -> None:
+    run = await runtime.create("saga_waits", thread_id="saga-2", input={"messages": []})
+    for _ in range(3000):
+        if "email" in _kinds(tmp_path / "world.db"):
+            break
+        await asyncio.sleep(0.01)
+    else:
+        raise AssertionError("the run never emailed")
+    await runtime.cancel(run.run_id, action="rollback", reason="customer withdrew")
+    for _ in range(3000):  # the worker has heard of the cancel: its next boundary stops the run
+        held = worker._held.get(run.run_id)
+        if held is None or held[0].cancel is not None:
+            break
+        await asyncio.sleep(0.01)
+    (tmp_path / "release").touch()
+    done = await runtime.wait(run.run_id, timeout=60)
+    assert done.status == "cancelled", done
+    assert done.ended_reason is not None
+    assert "customer withdrew" in done.ended_reason
+    assert "undone: email, charge" in done.ended_reason
+    assert _kinds(tmp_path / "world.db")[-2:] == ["undo-email ada@example.com", "undo-charge 4200"]
+    assert "ship" not in _kinds(tmp_path / "world.db")

@@ -1,0 +1,347 @@
+"""Compensating a run, written once as a flow: newest effect first, each undo a durable step.
+
+For each effect (see :mod:`._plan`), newest first, the compensation record
+(kind ``compensation``, keyed like the effect's own record) says how far it got:
+
+* none: decide by policy. ``none``, no ``compensate``, or an effect whose
+  outcome is unknown: *not undone*. ``ask``: raise a request and wait.
+  ``auto``: claim, undo, record;
+* ``claimed``: a process died between claim and result: undo again, with the
+  same idempotency key (``compensate`` must honour it);
+* ``asking`` / ``failed``: a request is open; its decision (approve, edit:
+  undo; reject, expire: leave it) is read, or the effect still waits;
+* ``done`` / ``left``: settled; reported as it was.
+
+Like a durable tool, an undo is claimed before it runs (crash point
+``compensation.before``) and its result is recorded, with a ``compensation``
+step naming the tool step it undoes, before the next (crash point
+``compensation.after``). An undo that raises is never retried on its own: it
+becomes a request to a person (:mod:`._requests`). Undoing stops at the first
+effect that waits on a person: an earlier effect is undone only after every
+later one is settled.
+
+Compensation records, their steps and their requests belong to no run
+(``run_id=""``): a rollback deletes the run's records and checkpoints, and the
+account of what was undone must outlive it.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import socket
+import time
+from dataclasses import dataclass, replace
+from typing import Any
+
+from tether.approvals import APPROVAL_KIND, DECISION_KIND
+from tether.boundaries import boundary
+from tether.compensation._io import Flow, ReadSteps, Undo
+from tether.compensation._plan import Effect, effects_of
+from tether.compensation._report import CompensationReport, EffectOutcome, EffectStatus
+from tether.compensation._requests import LEAVING, RETRYING, request_for, shown
+from tether.compensation._settings import Compensation
+from tether.steps import DurableTool
+from tether.store import Record
+from tether.store import operations as ops
+
+__all__ = ["COMPENSATION_KIND", "RUN_KIND", "Context", "compensation_flow", "pending_flow"]
+
+COMPENSATION_KIND = "compensation"
+RUN_KIND = "compensation_run"
+_NO_RUN = ""  # compensation outlives a rollback of the run (see the module docstring)
+_WORKER = f"{socket.gethostname()}:{os.getpid()}"
+
+
+@dataclass(frozen=True)
+class Context:
+    """One compensation pass over a thread."""
+
+    settings: Compensation
+    tools: dict[str, DurableTool]
+    thread_id: str
+    reason: str | None
+    run_policy: str | None
+    run_id: str | None
+
+    def policy_for(self, effect: Effect) -> str:
+        tool = self.tools.get(effect.tool)
+        own = tool.compensation if tool is not None else effect.policy
+        return self.run_policy or own or self.settings.policy
+
+
+def compensation_flow(ctx: Context) -> Flow[CompensationReport]:
+    """Compensate the thread's run (or continue doing so) and report every effect."""
+    ctx = yield from _remembered(ctx)
+    records: list[Record] = yield ops.List("tool", ctx.thread_id)
+    steps = yield ReadSteps(ctx.thread_id)
+    states = {r.key: r for r in (yield ops.List(COMPENSATION_KIND, ctx.thread_id))}
+    outcomes: list[EffectOutcome] = []
+    blocked: str | None = None
+    for effect in effects_of(records, steps, ctx.tools, ctx.run_id):
+        if blocked is not None:
+            outcomes.append(_outcome(effect, "waiting", f"after {blocked}, which awaits a person"))
+            continue
+        outcome = yield from _settle(ctx, effect, states.get(effect.key))
+        outcomes.append(outcome)
+        if outcome.status == "awaiting a person":
+            blocked = effect.tool
+    return CompensationReport(ctx.thread_id, ctx.reason or "", outcomes)
+
+
+def pending_flow(key: str, approval_id: str) -> Flow[bool]:
+    """Whether the effect under ``key`` waits on the request ``approval_id``."""
+    record = yield ops.Get(COMPENSATION_KIND, key)
+    if record is None:
+        return False
+    value = record.value
+    return value.get("state") in ("asking", "failed") and value.get("approval_id") == approval_id
+
+
+def _remembered(ctx: Context) -> Flow[Context]:
+    """The run's reason and policy: given now, or as the first pass stored them."""
+    stored = yield ops.Get(RUN_KIND, ctx.thread_id)
+    if stored is not None and (ctx.run_id is None or stored.value.get("run_id") == ctx.run_id):
+        first = stored.value
+        return replace(
+            ctx,
+            reason=first.get("reason") or ctx.reason,
+            run_policy=first.get("run_policy"),
+            run_id=first.get("run_id"),
+        )
+    value = {"reason": ctx.reason or "", "run_policy": ctx.run_policy, "run_id": ctx.run_id}
+    yield ops.Upsert(RUN_KIND, ctx.thread_id, value, ctx.thread_id, _NO_RUN)
+    return ctx
+
+
+def _settle(ctx: Context, effect: Effect, record: Record | None) -> Flow[EffectOutcome]:
+    value = None if record is None else record.value
+    state = None if value is None else value.get("state")
+    if value is None or state is None:
+        return (yield from _first(ctx, effect))
+    approval_id = value.get("approval_id")
+    if state == "done":
+        return _outcome(effect, "undone", "undone", approval_id, value.get("output"))
+    if state == "left":
+        return _outcome(effect, "not undone", str(value.get("why", "")), approval_id)
+    if state == "claimed":  # died between claim and result: the same key again
+        return (
+            yield from _undo(
+                ctx, effect, args=value["args"], attempt=int(value["attempt"]), claimed=value
+            )
+        )
+    return (yield from _decided(ctx, effect, value))
+
+
+def _first(ctx: Context, effect: Effect) -> Flow[EffectOutcome]:
+    if not effect.finished:
+        return _outcome(
+            effect,
+            "not undone",
+            "its outcome is unknown (the call never recorded a result): check it by hand",
+        )
+    policy = ctx.policy_for(effect)
+    if policy == "none":
+        return _outcome(effect, "not undone", "compensation policy 'none'")
+    if not effect.undo:
+        return _outcome(effect, "not undone", _why_no_undo(ctx, effect))
+    if policy == "ask":
+        return (yield from _ask(ctx, effect, stage="ask", attempt=1, args=effect.args or {}))
+    return (yield from _undo(ctx, effect, args=effect.args or {}, attempt=1))
+
+
+def _why_no_undo(ctx: Context, effect: Effect) -> str:
+    if effect.tool not in ctx.tools:
+        return f"no durable tool named {effect.tool!r} is known to compensating()"
+    if effect.args is None:
+        return "its arguments were not recorded (recorded by an older version)"
+    return f"{effect.tool} declares no compensate"
+
+
+def _decided(ctx: Context, effect: Effect, value: dict[str, Any]) -> Flow[EffectOutcome]:
+    """An open request: its decision, if a person made one, says what happens."""
+    approval_id = str(value["approval_id"])
+    decision = yield ops.Get(DECISION_KIND, approval_id)
+    if decision is None:
+        why = (
+            "a person decides whether to undo it"
+            if value["state"] == "asking"
+            else str(value.get("error", "the undo failed"))
+        )
+        return _outcome(effect, "awaiting a person", why, approval_id)
+    doc = decision.value
+    attempt = int(value["attempt"]) + (1 if value["state"] == "failed" else 0)
+    if doc["decision"] in RETRYING:
+        edited = doc.get("args") if doc["decision"] == "edit" else None
+        args = edited if isinstance(edited, dict) else value["args"]
+        return (yield from _undo(ctx, effect, args=args, attempt=attempt, approval_id=approval_id))
+    kind = doc["decision"] if doc["decision"] in LEAVING else "reject"
+    why = f"left by {doc.get('by')} ({kind}" + (f": {doc['reason']})" if doc.get("reason") else ")")
+    left = {**value, "state": "left", "why": why, "decision": kind}
+    step = _step(effect, left, "left")
+    yield ops.PutWithStep(
+        COMPENSATION_KIND, effect.key, left, ctx.thread_id, step, replace=True, run_id=_NO_RUN
+    )
+    return _outcome(effect, "not undone", why, approval_id)
+
+
+def _ask(
+    ctx: Context,
+    effect: Effect,
+    *,
+    stage: str,
+    attempt: int,
+    args: dict[str, Any],
+    error: str | None = None,
+) -> Flow[EffectOutcome]:
+    request = request_for(
+        ctx.settings,
+        ctx.thread_id,
+        effect,
+        stage=stage,
+        attempt=attempt,
+        reason=ctx.reason or "",
+        error=error,
+    )
+    # The request first: a state naming a request that was never stored would wait forever.
+    yield ops.Insert(APPROVAL_KIND, request.approval_id, request.to_dict(), ctx.thread_id, _NO_RUN)
+    value = {
+        **_base(effect, args, attempt),
+        "state": "asking" if stage == "ask" else "failed",
+        "approval_id": request.approval_id,
+        "error": error,
+    }
+    step = _step(effect, value, "asked" if stage == "ask" else "failed")
+    yield ops.PutWithStep(
+        COMPENSATION_KIND, effect.key, value, ctx.thread_id, step, replace=True, run_id=_NO_RUN
+    )
+    return _outcome(effect, "awaiting a person", request.why, request.approval_id)
+
+
+def _undo(
+    ctx: Context,
+    effect: Effect,
+    *,
+    args: dict[str, Any],
+    attempt: int,
+    claimed: dict[str, Any] | None = None,
+    approval_id: str | None = None,
+) -> Flow[EffectOutcome]:
+    """Claim, undo, record: the undo runs at most once per claim unless a process dies."""
+    tool = ctx.tools.get(effect.tool)
+    if tool is None or tool.compensate is None:
+        return _outcome(effect, "not undone", _why_no_undo(ctx, effect))
+    claim = claimed
+    if claim is None:
+        claim = {**_base(effect, args, attempt), "state": "claimed", "approval_id": approval_id}
+        if attempt == 1 and approval_id is None:
+            if not (yield ops.Insert(COMPENSATION_KIND, effect.key, claim, ctx.thread_id, _NO_RUN)):
+                found = yield ops.Get(COMPENSATION_KIND, effect.key)  # another pass got there
+                return (yield from _settle(ctx, effect, found))
+        else:
+            yield ops.Upsert(COMPENSATION_KIND, effect.key, claim, ctx.thread_id, _NO_RUN)
+    detail = {
+        "key": effect.key,
+        "tool": effect.tool,
+        "idempotency_key": claim["undo_key"],
+        "undoes": effect.step_index,
+    }
+    boundary("compensation.before", detail)
+    started = time.time()
+    try:
+        output = yield Undo(
+            tool.compensate, claim["args"], effect.result, claim["undo_key"], tool.name
+        )
+    except Exception as exc:  # never retried here: a person decides
+        error = f"{type(exc).__name__}: {exc}"[:2000]
+        return (
+            yield from _ask(
+                ctx, effect, stage="failed", attempt=attempt, args=claim["args"], error=error
+            )
+        )
+    done = {
+        **claim,
+        "state": "done",
+        "output": shown(output),
+        "started_at": started,
+        "ended_at": time.time(),
+    }
+    index = yield ops.PutWithStep(
+        COMPENSATION_KIND,
+        effect.key,
+        done,
+        ctx.thread_id,
+        _step(effect, done, "undone"),
+        replace=True,
+        run_id=_NO_RUN,
+    )
+    boundary("compensation.after", {**detail, "step_index": index})
+    return _outcome(effect, "undone", "undone", claim.get("approval_id"), done["output"])
+
+
+def undo_key(effect: Effect) -> str:
+    """The undo's own idempotency key: stable for the effect, never the effect's own key."""
+    text = f"compensate\0{effect.idempotency_key}\0{effect.key}".encode()
+    return "tether-undo-" + hashlib.sha256(text).hexdigest()[:40]
+
+
+def _base(effect: Effect, args: dict[str, Any], attempt: int) -> dict[str, Any]:
+    return {
+        "tool": effect.tool,
+        "args": args,
+        "attempt": attempt,
+        "undo_key": undo_key(effect),
+        "undoes": effect.step_index,
+        "claimed_at": time.time(),
+    }
+
+
+def _step(effect: Effect, value: dict[str, Any], event: str) -> dict[str, Any]:
+    """A ``compensation`` step (the step log's document shape), beside the step it undoes."""
+    now = time.time()
+    return {
+        "kind": "compensation",
+        "node": "",
+        "task_id": "",
+        "name": f"{effect.tool}:{event}",
+        "input_hash": "",
+        "model_id": None,
+        "prompt_version": None,
+        "tool_schema_version": None,
+        "usage": {},
+        "cost_usd": 0.0,
+        "started_at": value.get("started_at", now),
+        "ended_at": value.get("ended_at", now),
+        "attempt": int(value.get("attempt", 1)),
+        "worker_id": _WORKER,
+        "key": effect.key,
+        "graph_version": None,
+        "detail": {
+            "event": event,
+            "undoes": effect.step_index,
+            "idempotency_key": value.get("undo_key"),
+            "approval_id": value.get("approval_id"),
+        },
+        "output": {
+            k: value.get(k) for k in ("state", "args", "output", "error", "why") if k in value
+        },
+    }
+
+
+def _outcome(
+    effect: Effect,
+    status: EffectStatus,
+    why: str,
+    approval_id: str | None = None,
+    output: Any = None,
+) -> EffectOutcome:
+    return EffectOutcome(
+        tool=effect.tool,
+        key=effect.key,
+        step_index=effect.step_index,
+        status=status,
+        why=why,
+        approval_id=approval_id,
+        args=effect.args,
+        output=output,
+    )
