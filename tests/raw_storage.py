@@ -35,6 +35,7 @@ async def _memory_entries(backend: Backend, inner: Any) -> list[str]:
         inner.blobs,
         records._records,  # type: ignore[attr-defined]
         records._steps,  # type: ignore[attr-defined]
+        records._chain,  # type: ignore[attr-defined]
     )
     return [f"{k!r}={v!r}" for store in stores for k, v in _flatten(store)]
 

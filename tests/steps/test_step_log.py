@@ -116,7 +116,14 @@ async def test_the_log_is_append_only(backend: Backend, tmp_path: Path) -> None:
     with pytest.raises(dataclasses.FrozenInstanceError):
         after[0].output = "edited"  # type: ignore[misc]
     step_methods = {n for n in dir(store_for(saver)) if "step" in n and not n.startswith("_")}
-    assert step_methods == {"append_step", "put_with_step", "steps", "indexed_steps"}
+    # Only appends and reads (``step_threads`` lists the threads that have a log).
+    assert step_methods == {
+        "append_step",
+        "put_with_step",
+        "steps",
+        "indexed_steps",
+        "step_threads",
+    }
 
 
 async def test_log_is_encrypted_at_rest_and_readable(backend: Backend, tmp_path: Path) -> None:

@@ -110,6 +110,7 @@ async def test_a_step_spends_exactly_one_nonce(backend: Backend) -> None:
     async with backend.open(encryption=False) as plain:
         counting = _CountingRing([("k1", key("k1"))])
         store = store_for(EncryptedSaver(plain, counting))
+        await store.keyed_hash()  # the store's secret (sealed once, when it is created)
         before = _CountingRing.sealed
         await store.append_step("t", {"kind": "tool"})
         assert _CountingRing.sealed - before == 1

@@ -2,7 +2,8 @@
 
 A worker connected as a role this module granted reads and writes checkpoint
 rows (``checkpoints``, ``checkpoint_blobs``, ``checkpoint_writes``) and
-tether's records and step log (``tether_records``, ``tether_steps``) **only of
+tether's records and step log (``tether_records``, ``tether_steps``,
+``tether_step_chain``) **only of
 the thread of a run whose lease the current transaction named**:
 
 * Every fenced write transaction starts with ``SELECT tether_assert_fence(run,
@@ -54,6 +55,7 @@ SCOPED_TABLES = (
     "checkpoint_writes",
     "tether_records",
     "tether_steps",
+    "tether_step_chain",
 )
 RUN_STORE_TABLES = (
     "tether_assistants",

@@ -1,6 +1,7 @@
 """The wrapper node layer: recorded models, durable tools, the step log, pins and budgets."""
 
 from tether.steps._budget import Budget, Price, with_budget
+from tether.steps._chain import chain_head, chain_head_sync, verify_chain, verify_chain_sync
 from tether.steps._copy import copy_steps, copy_steps_sync
 from tether.steps._errors import (
     BudgetExceededError,
@@ -36,6 +37,8 @@ __all__ = [
     "VersionMismatchError",
     "VersionPins",
     "append_step",
+    "chain_head",
+    "chain_head_sync",
     "copy_steps",
     "copy_steps_sync",
     "durable_tool",
@@ -48,5 +51,7 @@ __all__ = [
     "recorded",
     "replay_only",
     "transcript_channel",
+    "verify_chain",
+    "verify_chain_sync",
     "with_budget",
 ]

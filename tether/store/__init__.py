@@ -6,6 +6,7 @@ operations :meth:`RecordStore.perform` takes. Every module whose name starts
 with ``_`` is internal.
 """
 
+from tether.store._chain import ChainHead, ChainReport
 from tether.store._factory import store_for
 from tether.store._keyed import SECRET_KEY, SECRET_KIND, SECRET_THREAD, KeyedHash
 from tether.store._ownership import on_forget
@@ -21,6 +22,8 @@ __all__ = [
     "SECRET_KEY",
     "SECRET_KIND",
     "SECRET_THREAD",
+    "ChainHead",
+    "ChainReport",
     "KeyedHash",
     "Record",
     "RecordDriver",

@@ -13,6 +13,8 @@ import time
 from typing import Any
 
 from tether.checkpointing import ENV_KEYS, MissingKeyError, binding
+from tether.store._chain import step_digest
+from tether.store._keyed import KeyedHash
 from tether.store._types import Cipher, RawRecord, Record, RecordStoreError, StepPayload
 
 __all__ = ["RecordCodec", "check_names"]
@@ -57,6 +59,11 @@ class RecordCodec:
         return _ENCRYPTED + base64.b64encode(blob).decode("ascii")
 
     def _decode(self, payload: str, aad: bytes, v1_aad: bytes, what: str) -> dict[str, Any]:
+        value: dict[str, Any] = json.loads(self._open(payload, aad, v1_aad, what))
+        return value
+
+    def _open(self, payload: str, aad: bytes, v1_aad: bytes, what: str) -> str:
+        """The JSON text of a stored value, decrypted and authenticated when it is sealed."""
         if payload.startswith(_ENCRYPTED):
             if self.cipher is None:
                 raise MissingKeyError(
@@ -65,16 +72,13 @@ class RecordCodec:
                     "encryption=KeyRing(...))"
                 )
             blob = base64.b64decode(payload[len(_ENCRYPTED) :])
-            text = self.cipher.decrypt(blob, aad, what, v1_aad=v1_aad)
-            value: dict[str, Any] = json.loads(text)
-            return value
+            return self.cipher.decrypt(blob, aad, what, v1_aad=v1_aad).decode()
         if self.cipher is not None and not getattr(self.cipher, "allow_plaintext", False):
             raise RecordStoreError(
                 f"{what} is stored in plaintext but encryption is on; refusing to "
                 "trust an unauthenticated value (it may have been written by hand)"
             )
-        plain: dict[str, Any] = json.loads(payload)
-        return plain
+        return payload
 
     def raw(
         self, kind: str, key: str, value: dict[str, Any], thread_id: str, run_id: str | None
@@ -85,13 +89,19 @@ class RecordCodec:
         payload = self._seal(_json(value), binding.record(thread, kind, key))
         return RawRecord(kind, key, thread, payload, time.time(), run_id)
 
-    def step(self, thread: str, step: dict[str, Any], run_id: str | None) -> StepPayload:
-        """The stored form of a step, sealed once its index is known (it is bound)."""
+    def step(
+        self, thread: str, step: dict[str, Any], run_id: str | None, keyed: KeyedHash | None
+    ) -> StepPayload:
+        """The stored form of a step, sealed once its index is known (it is bound).
+
+        ``keyed`` is the store's keyed hash (encrypted stores), for the chain digest.
+        """
         text = _json(step)  # refuses bad input before anything is written
+        digest = step_digest(keyed, thread, text)
         if self.cipher is None:
-            return StepPayload(lambda index: text, text, run_id)
+            return StepPayload(lambda index: text, text, run_id, digest)
         return StepPayload(
-            lambda index: self._seal(text, binding.step(thread, index)), None, run_id
+            lambda index: self._seal(text, binding.step(thread, index)), None, run_id, digest
         )
 
     def record(self, raw: RawRecord) -> Record:
@@ -107,7 +117,12 @@ class RecordCodec:
 
     def step_value(self, thread: str, index: int, payload: str) -> dict[str, Any]:
         """A stored step, decoded and authenticated."""
-        return self._decode(
+        value: dict[str, Any] = json.loads(self.step_text(thread, index, payload))
+        return value
+
+    def step_text(self, thread: str, index: int, payload: str) -> str:
+        """A stored step's JSON text as it was written, decrypted and authenticated."""
+        return self._open(
             payload,
             binding.step(thread, index),
             binding.step_v1(thread, index),

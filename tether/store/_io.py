@@ -82,6 +82,18 @@ class StepsRaw:
 
 
 @dataclass(frozen=True)
+class ChainRaw:
+    """``driver.chain``: every index of the thread's log with its chain entry."""
+
+    thread_id: str
+
+
+@dataclass(frozen=True)
+class StepThreadsRaw:
+    """``driver.step_threads``: every thread with a step log."""
+
+
+@dataclass(frozen=True)
 class DeleteThreadRaw:
     """``driver.delete_thread``."""
 
@@ -108,6 +120,8 @@ BackendOp = (
     | AppendRaw
     | PutRawWithStep
     | StepsRaw
+    | ChainRaw
+    | StepThreadsRaw
     | DeleteThreadRaw
     | DeleteRunsRaw
     | LoadKeyedHash
@@ -134,6 +148,8 @@ def backend_call(op: BackendOp, store: RecordStore) -> Coroutine[Any, Any, Any]:
             coro = driver.put_with_step(op.raw, op.replace, op.step)
         case StepsRaw():
             coro = driver.steps(op.thread_id)
+        case ChainRaw() | StepThreadsRaw():
+            coro = driver.chain(op.thread_id) if isinstance(op, ChainRaw) else driver.step_threads()
         case DeleteThreadRaw():
             coro = driver.delete_thread(op.thread_id)
         case DeleteRunsRaw():

@@ -6,6 +6,7 @@ import asyncio
 import builtins
 import threading
 
+from tether.store._chain import GENESIS, ChainRow, chain_link, merge_rows
 from tether.store._record import RawRecord, StepPayload
 
 __all__ = ["MemoryDriver"]
@@ -27,11 +28,16 @@ class MemoryDriver:
         # thread -> index -> (stored text, run id); deleting a run's steps leaves gaps.
         self._steps: dict[str, dict[int, tuple[str, str | None]]] = {}
         self._next_step: dict[str, int] = {}
+        # thread -> index -> (digest, link): the hash chain, kept when a run's steps go.
+        self._chain: dict[str, dict[int, tuple[str, str]]] = {}
 
     def _append(self, thread_id: str, step: StepPayload) -> int:
         index = self._next_step.get(thread_id, 0)
         self._next_step[thread_id] = index + 1
         self._steps.setdefault(thread_id, {})[index] = (step.encode(index), step.run_id)
+        chain = self._chain.setdefault(thread_id, {})
+        prev = chain[max(chain)][1] if chain else GENESIS
+        chain[index] = (step.digest, chain_link(prev, index, step.digest))
         return index
 
     async def insert(self, raw: RawRecord) -> bool:
@@ -84,8 +90,22 @@ class MemoryDriver:
             log = self._steps.get(thread_id, {})
             return [(index, text) for index, (text, _) in sorted(log.items())]
 
+    async def chain(self, thread_id: str) -> builtins.list[ChainRow]:
+        with self._lock:
+            log = self._steps.get(thread_id, {})
+            links = self._chain.get(thread_id, {})
+            return merge_rows(
+                [(i, text) for i, (text, _) in log.items()],
+                [(i, digest, link) for i, (digest, link) in links.items()],
+            )
+
+    async def step_threads(self) -> builtins.list[str]:
+        with self._lock:
+            return sorted(self._steps.keys() | self._chain.keys())
+
     async def delete_thread(self, thread_id: str) -> None:
         with self._lock:
+            self._chain.pop(thread_id, None)
             self._steps.pop(thread_id, None)
             self._next_step.pop(thread_id, None)
             for k in [k for k, r in self._records.items() if r.thread_id == thread_id]:

@@ -26,6 +26,7 @@ from psycopg.rows import dict_row
 from psycopg_pool import AsyncConnectionPool
 
 from tether.checkpointing import assert_fence, fence_errors, scope_reads, transaction_fence
+from tether.store._chain import ChainRow, merge_rows
 from tether.store._step_index import WRITTEN, IndexGuesses
 from tether.store._types import RawRecord, StepPayload
 
@@ -53,23 +54,34 @@ _SCHEMA = (
     "CREATE INDEX IF NOT EXISTS tether_records_run ON tether_records (run_id) "
     "WHERE run_id IS NOT NULL",
     "CREATE INDEX IF NOT EXISTS tether_steps_run ON tether_steps (run_id) WHERE run_id IS NOT NULL",
+    # The step log's hash chain (tether.store._chain); a run's deleted steps leave theirs.
+    """CREATE TABLE IF NOT EXISTS tether_step_chain (
+        thread_id TEXT NOT NULL,
+        idx INTEGER NOT NULL,
+        digest TEXT NOT NULL,
+        link TEXT NOT NULL,
+        PRIMARY KEY (thread_id, idx))""",
     # Writes a record (unless p_kind is NULL) and appends a step to its thread's
-    # log, atomically. p_index NULL: the step's text does not depend on its index,
-    # which is the log's next; else the text is bound to p_index, and a log that
-    # moved past it answers {2, next index} having written nothing. Answers
-    # {1, index} if it wrote, {0, -1} if the record existed and p_replace is false.
-    # One appender per thread at a time, on every worker (the advisory lock); each
-    # statement of a function sees what committed before it (READ COMMITTED), so
-    # MAX(idx) is read after the lock is held.
-    """CREATE OR REPLACE FUNCTION tether_put_step_v1(
+    # log with its hash-chain link (tether.store._chain), atomically. p_index NULL:
+    # the step's text does not depend on its index, which is the log's next; else
+    # the text is bound to p_index, and a log that moved past it answers
+    # {2, next index} having written nothing. Answers {1, index} if it wrote,
+    # {0, -1} if the record existed and p_replace is false. The next index is past
+    # any step or link a deleted run left, and the link covers the head link:
+    # SHA-256 of "{head}:{index}:{digest}". One appender per thread at a time, on
+    # every worker (the advisory lock); each statement of a function sees what
+    # committed before it (READ COMMITTED), so the head is read after the lock.
+    """CREATE OR REPLACE FUNCTION tether_put_step_v2(
         p_kind TEXT, p_key TEXT, p_thread TEXT, p_value TEXT, p_created DOUBLE PRECISION,
-        p_run TEXT, p_replace BOOLEAN, p_index INTEGER, p_step TEXT)
+        p_run TEXT, p_replace BOOLEAN, p_index INTEGER, p_step TEXT, p_digest TEXT)
     RETURNS INTEGER[] LANGUAGE plpgsql AS $$
-    DECLARE next_idx INTEGER;
+    DECLARE next_idx INTEGER; head TEXT;
     BEGIN
         PERFORM pg_advisory_xact_lock(hashtextextended('tether_steps|' || p_thread, 7));
-        SELECT COALESCE(MAX(idx) + 1, 0) INTO next_idx FROM tether_steps
-            WHERE thread_id = p_thread;
+        SELECT COALESCE(GREATEST(
+            (SELECT MAX(idx) FROM tether_steps WHERE thread_id = p_thread),
+            (SELECT MAX(idx) FROM tether_step_chain WHERE thread_id = p_thread)) + 1, 0)
+            INTO next_idx;
         IF p_index IS NOT NULL AND p_index <> next_idx THEN
             RETURN ARRAY[2, next_idx];
         END IF;
@@ -85,14 +97,20 @@ _SCHEMA = (
                 RETURN ARRAY[0, -1];
             END IF;
         END IF;
+        SELECT link INTO head FROM tether_step_chain WHERE thread_id = p_thread
+            ORDER BY idx DESC LIMIT 1;
         INSERT INTO tether_steps (thread_id, idx, value, run_id)
             VALUES (p_thread, next_idx, p_step, p_run);
+        INSERT INTO tether_step_chain (thread_id, idx, digest, link)
+            VALUES (p_thread, next_idx, p_digest, encode(sha256(convert_to(
+                COALESCE(head, repeat('0', 64)) || ':' || next_idx || ':' || p_digest,
+                'UTF8')), 'hex'));
         RETURN ARRAY[1, next_idx];
     END $$""",
 )
 _PUT_STEP = (
-    "SELECT tether_put_step_v1(%s::text, %s::text, %s::text, %s::text, %s::float8, %s::text, "
-    "%s::boolean, %s::integer, %s::text) AS answer"
+    "SELECT tether_put_step_v2(%s::text, %s::text, %s::text, %s::text, %s::float8, %s::text, "
+    "%s::boolean, %s::integer, %s::text, %s::text) AS answer"
 )
 _COLUMNS = "kind, key, thread_id, value, created_at, run_id"
 _INSERT = f"INSERT INTO tether_records ({_COLUMNS}) VALUES (%s, %s, %s, %s, %s, %s) "
@@ -102,7 +120,9 @@ _SETUP_LOCK = 0x7E7E_5701
 _COMPLETE = (
     "SELECT to_regclass('tether_records_run') IS NOT NULL "
     "AND to_regclass('tether_steps_run') IS NOT NULL "
-    "AND to_regproc('tether_put_step_v1') IS NOT NULL AS complete"
+    "AND to_regclass('tether_step_chain') IS NOT NULL "
+    "AND to_regprocedure('tether_put_step_v2(text,text,text,text,double precision,text,"
+    "boolean,integer,text,text)') IS NOT NULL AS complete"
 )
 
 
@@ -254,7 +274,7 @@ class PostgresDriver:
         async def put(index: str, text: str) -> tuple[int, int]:
             at = None if index == "next" else int(index)
             async with self._write(atomic=False) as cur:
-                await cur.execute(_PUT_STEP, (*record, step.run_id, replace, at, text))
+                await cur.execute(_PUT_STEP, (*record, step.run_id, replace, at, text, step.digest))
                 row = await cur.fetchone()
             status, written = row["answer"]
             return int(status), int(written)
@@ -278,10 +298,35 @@ class PostgresDriver:
             rows = await cur.fetchall()
         return [(int(r["idx"]), str(r["value"])) for r in rows]
 
+    async def chain(self, thread_id: str) -> builtins.list[ChainRow]:
+        # One snapshot for both tables: a step appended between the two reads
+        # would otherwise look removed (its link without its text).
+        async with self._cursor() as cur, cur.connection.transaction():
+            await cur.execute("SET TRANSACTION ISOLATION LEVEL REPEATABLE READ, READ ONLY")
+            await cur.execute(
+                "SELECT idx, value FROM tether_steps WHERE thread_id = %s", (thread_id,)
+            )
+            steps = [(int(r["idx"]), str(r["value"])) for r in await cur.fetchall()]
+            await cur.execute(
+                "SELECT idx, digest, link FROM tether_step_chain WHERE thread_id = %s",
+                (thread_id,),
+            )
+            links = [(int(r["idx"]), r["digest"], r["link"]) for r in await cur.fetchall()]
+        return merge_rows(steps, links)
+
+    async def step_threads(self) -> builtins.list[str]:
+        async with self._cursor() as cur:
+            await cur.execute(
+                "SELECT thread_id FROM tether_steps UNION "
+                "SELECT thread_id FROM tether_step_chain ORDER BY 1"
+            )
+            return [str(r["thread_id"]) for r in await cur.fetchall()]
+
     async def delete_thread(self, thread_id: str) -> None:
         async with self._write() as cur:
             await cur.execute("DELETE FROM tether_records WHERE thread_id = %s", (thread_id,))
             await cur.execute("DELETE FROM tether_steps WHERE thread_id = %s", (thread_id,))
+            await cur.execute("DELETE FROM tether_step_chain WHERE thread_id = %s", (thread_id,))
 
     async def delete_runs(self, run_ids: builtins.list[str]) -> None:
         async with self._write() as cur:

@@ -12,9 +12,11 @@ from typing import TYPE_CHECKING, Any
 
 from tether import _flows
 from tether.checkpointing import check_run_ids
+from tether.store._chain import ChainHead, ChainReport, ChainRow, head_of, verify
 from tether.store._codec import RecordCodec, check_names
 from tether.store._io import (
     AppendRaw,
+    ChainRaw,
     DeleteRunsRaw,
     DeleteThreadRaw,
     Flow,
@@ -24,6 +26,7 @@ from tether.store._io import (
     LoadKeyedHash,
     PutRawWithStep,
     StepsRaw,
+    StepThreadsRaw,
     UpsertRaw,
 )
 from tether.store._keyed import KeyedHash
@@ -40,8 +43,11 @@ from tether.store.operations import (
     Operation,
     PutWithStep,
     Steps,
+    StepThreads,
     Upsert,
+    VerifyChain,
 )
+from tether.store.operations import ChainHead as ChainHeadOp
 from tether.store.operations import KeyedHash as KeyedHashOp
 
 if TYPE_CHECKING:
@@ -50,7 +56,7 @@ if TYPE_CHECKING:
 __all__ = ["flow_for"]
 
 
-def flow_for(store: RecordStore, op: Operation) -> Flow[Any]:
+def flow_for(store: RecordStore, op: Operation) -> Flow[Any]:  # noqa: PLR0912 - one case per operation, read as a table
     """The flow that performs ``op`` on ``store``.
 
     Raises:
@@ -68,9 +74,9 @@ def flow_for(store: RecordStore, op: Operation) -> Flow[Any]:
         case List():
             flow = _list(codec, op)
         case AppendStep():
-            flow = _append_step(codec, op)
+            flow = _append_step(store, op)
         case PutWithStep():
-            flow = _put_with_step(codec, op)
+            flow = _put_with_step(store, op)
         case Steps():
             flow = _steps(codec, op)
         case IndexedSteps():
@@ -81,6 +87,8 @@ def flow_for(store: RecordStore, op: Operation) -> Flow[Any]:
             flow = _delete_runs(op)
         case KeyedHashOp():
             flow = _keyed_hash(store)
+        case VerifyChain() | ChainHeadOp() | StepThreads():
+            flow = _chain_flow(store, op)
         case _:
             _flows.unknown_operation(op, "the record store (tether.store.operations)")
     return flow
@@ -112,15 +120,18 @@ def _list(codec: RecordCodec, op: List) -> Flow[list[Record]]:
     return [codec.record(raw) for raw in raws]
 
 
-def _append_step(codec: RecordCodec, op: AppendStep) -> Flow[int]:
+def _append_step(store: RecordStore, op: AppendStep) -> Flow[int]:
     thread = str(op.thread_id)
-    index: int = yield AppendRaw(thread, codec.step(thread, op.step, resolve_run_id(op.run_id)))
+    run_id = resolve_run_id(op.run_id)
+    keyed = yield from _keyed_hash(store)
+    index: int = yield AppendRaw(thread, store._codec.step(thread, op.step, run_id, keyed))
     return index
 
 
-def _put_with_step(codec: RecordCodec, op: PutWithStep) -> Flow[int | None]:
-    raw = _raw(codec, op)
-    step = codec.step(raw.thread_id, op.step, raw.run_id)
+def _put_with_step(store: RecordStore, op: PutWithStep) -> Flow[int | None]:
+    raw = _raw(store._codec, op)
+    keyed = yield from _keyed_hash(store)
+    step = store._codec.step(raw.thread_id, op.step, raw.run_id, keyed)
     index: int | None = yield PutRawWithStep(raw, op.replace, step)
     return index
 
@@ -134,6 +145,35 @@ def _indexed_steps(codec: RecordCodec, thread_id: str) -> Flow[list[tuple[int, d
 def _steps(codec: RecordCodec, op: Steps) -> Flow[list[dict[str, Any]]]:
     rows = yield from _indexed_steps(codec, op.thread_id)
     return [step for _, step in rows]
+
+
+def _chain_flow(store: RecordStore, op: VerifyChain | ChainHeadOp | StepThreads) -> Flow[Any]:
+    if isinstance(op, VerifyChain):
+        return _verify_chain(store, op)
+    if isinstance(op, ChainHeadOp):
+        return _chain_head(op.thread_id)
+    return _step_threads()
+
+
+def _verify_chain(store: RecordStore, op: VerifyChain) -> Flow[ChainReport]:
+    thread = str(op.thread_id)
+    keyed = yield from _keyed_hash(store)
+    rows: list[ChainRow] = yield ChainRaw(thread)
+
+    def open_text(index: int, payload: str) -> str:
+        return store._codec.step_text(thread, index, payload)
+
+    return verify(thread, rows, open_text, keyed, op.expected_head)
+
+
+def _chain_head(thread_id: str) -> Flow[ChainHead | None]:
+    rows: list[ChainRow] = yield ChainRaw(str(thread_id))
+    return head_of(rows)
+
+
+def _step_threads() -> Flow[list[str]]:
+    threads: list[str] = yield StepThreadsRaw()
+    return threads
 
 
 def _delete_thread(op: DeleteThread) -> Flow[None]:

@@ -26,6 +26,7 @@ from tether._loops import wait_on_loop
 from tether.boundaries import current_guard
 from tether.store import _io
 from tether.store import operations as ops
+from tether.store._chain import ChainHead, ChainReport
 from tether.store._codec import RecordCodec
 from tether.store._keyed import KeyedHash, load_keyed_hash
 from tether.store._protocol import flow_for
@@ -237,6 +238,23 @@ class RecordStore:
         )
         return rows
 
+    async def verify_chain(
+        self, thread_id: str, *, expected_head: ChainHead | None = None
+    ) -> ChainReport:
+        """Check the thread's step-log hash chain (see :func:`tether.steps.verify_chain`)."""
+        report: ChainReport = await self.perform(ops.VerifyChain(thread_id, expected_head))
+        return report
+
+    async def chain_head(self, thread_id: str) -> ChainHead | None:
+        """The newest link of the thread's step-log chain, or ``None``."""
+        head: ChainHead | None = await self.perform(ops.ChainHead(thread_id))
+        return head
+
+    async def step_threads(self) -> builtins.list[str]:
+        """Every thread with a step log (or the links of one), sorted."""
+        threads: builtins.list[str] = await self.perform(ops.StepThreads())
+        return threads
+
     async def delete_thread(self, thread_id: str) -> None:
         """Delete every record and step of the thread, and forget cached state of it."""
         await self.perform(ops.DeleteThread(thread_id))
@@ -370,6 +388,23 @@ class SyncRecordStore:
         """See :meth:`RecordStore.indexed_steps`."""
         rows: builtins.list[tuple[int, dict[str, Any]]] = self.perform(ops.IndexedSteps(thread_id))
         return rows
+
+    def verify_chain(
+        self, thread_id: str, *, expected_head: ChainHead | None = None
+    ) -> ChainReport:
+        """See :meth:`RecordStore.verify_chain`."""
+        report: ChainReport = self.perform(ops.VerifyChain(thread_id, expected_head))
+        return report
+
+    def chain_head(self, thread_id: str) -> ChainHead | None:
+        """See :meth:`RecordStore.chain_head`."""
+        head: ChainHead | None = self.perform(ops.ChainHead(thread_id))
+        return head
+
+    def step_threads(self) -> builtins.list[str]:
+        """See :meth:`RecordStore.step_threads`."""
+        threads: builtins.list[str] = self.perform(ops.StepThreads())
+        return threads
 
     def delete_thread(self, thread_id: str) -> None:
         """See :meth:`RecordStore.delete_thread`."""

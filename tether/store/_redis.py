@@ -6,6 +6,9 @@ Layout (``P`` is ``<key_prefix>_tether``, or ``tether`` without a prefix):
 * ``P:order:<kind>`` and ``P:order:<kind>@<thread>`` - sorted sets of record keys,
   scored by a global sequence, for insertion order;
 * ``P:steps:<thread>`` (hash index -> value) and ``P:stepseq:<thread>`` (counter);
+* ``P:stepchain:<thread>`` (hash index -> ``digest:link``) and ``P:stephead:<thread>``
+  (the newest link): the step log's hash chain (:mod:`._chain`), written by the
+  script that appends the step; a run's deleted steps leave their entries;
 * ``P:thread:<thread>`` - a set of every key of the thread, for deletion, and
   of the run sets that list its records and steps;
 * ``P:run:<run_id>`` - a set of the run's record keys and step references
@@ -24,6 +27,8 @@ import builtins
 from typing import Any
 
 from tether.checkpointing.redis import records_prefix
+from tether.store._chain import ChainRow, merge_rows
+from tether.store._sha256_lua import CHAIN_LUA
 from tether.store._step_index import WRITTEN, IndexGuesses
 from tether.store._types import RawRecord, StepPayload
 
@@ -36,12 +41,14 @@ __all__ = ["RedisDriver", "tether_prefix"]
 # {2, next index}. Indexes only grow, so the log's order is the order of writes.
 #
 # KEYS: record, seq counter, kind order, kind@thread order, thread set, step log,
-#       step counter, run set
+#       step counter, run set, step chain, chain head
 # ARGV: kind, key, thread_id, value, created_at, mode ("insert" | "upsert"), step,
-#       step value, run id ("" for none)
+#       step value, run id ("" for none), step digest
 # Returns {1, step index or -1} if it wrote, {0, -1} if the record existed and mode
 # is "insert" (nothing written), {2, next index} if the step index was taken.
-_PUT = """
+_PUT = (
+    CHAIN_LUA
+    + """
 local exists = redis.call('EXISTS', KEYS[1]) == 1
 if exists and ARGV[6] ~= 'upsert' then return {0, -1} end
 local index = -1
@@ -70,6 +77,7 @@ end
 if index >= 0 then
   redis.call('SET', KEYS[7], tostring(index + 1))
   redis.call('HSET', KEYS[6], tostring(index), ARGV[8])
+  chain_step(KEYS[9], KEYS[10], index, ARGV[10])
   if ARGV[9] ~= '' then
     redis.call('SADD', KEYS[8], KEYS[6] .. '#' .. index)
     redis.call('SADD', KEYS[5], KEYS[8])
@@ -77,10 +85,13 @@ if index >= 0 then
 end
 return {1, index}
 """
-# KEYS: step log, step counter, run set, thread set
-# ARGV: step ("next" or an index), step value, run id ("" for none).
+)
+# KEYS: step log, step counter, run set, thread set, step chain, chain head
+# ARGV: step ("next" or an index), step value, run id ("" for none), step digest.
 # Returns {1, index} if it wrote, {2, next index} if the index was taken.
-_APPEND = """
+_APPEND = (
+    CHAIN_LUA
+    + """
 local index = tonumber(redis.call('GET', KEYS[2]) or '0')
 if ARGV[1] ~= 'next' then
   if tonumber(ARGV[1]) < index then return {2, index} end
@@ -88,13 +99,15 @@ if ARGV[1] ~= 'next' then
 end
 redis.call('SET', KEYS[2], tostring(index + 1))
 redis.call('HSET', KEYS[1], tostring(index), ARGV[2])
+chain_step(KEYS[5], KEYS[6], index, ARGV[4])
 if ARGV[3] ~= '' then
   redis.call('SADD', KEYS[3], KEYS[1] .. '#' .. index)
   redis.call('SADD', KEYS[4], KEYS[3])
 end
 return {1, index}
 """
-# KEYS: thread set, step log, step counter; ARGV: the tether prefix
+)
+# KEYS: thread set, step log, step counter, step chain, chain head; ARGV: the tether prefix
 _DELETE = """
 local runs = ARGV[1] .. ':run:'
 local steps = KEYS[2] .. '#'
@@ -117,7 +130,7 @@ for _, k in ipairs(members) do
     redis.call('DEL', k)
   end
 end
-redis.call('DEL', KEYS[1], KEYS[2], KEYS[3])
+redis.call('DEL', KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5])
 return #members
 """
 # KEYS: the run sets; ARGV: the tether prefix
@@ -165,6 +178,11 @@ def _text(value: Any) -> str:
     return value.decode() if isinstance(value, bytes) else str(value)
 
 
+def _glob_escape(text: str) -> str:
+    """``text`` matched literally by a Redis glob pattern."""
+    return "".join("\\" + c if c in "*?[]\\" else c for c in text)
+
+
 def _raw(fields: dict[Any, Any]) -> RawRecord:
     f = {_text(k): _text(v) for k, v in fields.items()}
     return RawRecord(
@@ -193,6 +211,9 @@ class RedisDriver:
     def _rec(self, kind: str, key: str) -> str:
         return f"{self._p}:rec:{kind}:{key}"
 
+    def _chain_keys(self, thread: str) -> tuple[str, str]:
+        return f"{self._p}:stepchain:{thread}", f"{self._p}:stephead:{thread}"
+
     def _run(self, run_id: str | None) -> str:
         # Without a run the key is named but never written (scripts check the run id).
         return f"{self._p}:run:{run_id or ''}"
@@ -210,12 +231,13 @@ class RedisDriver:
             f"{p}:steps:{thread}",
             f"{p}:stepseq:{thread}",
             self._run(raw.run_id),
+            *self._chain_keys(thread),
         ]
         args = [kind, raw.key, thread, raw.payload, repr(raw.created_at), mode]
-        run = raw.run_id or ""
+        run, digest = raw.run_id or "", "" if step is None else step.digest
 
         async def put(index: str, value: str) -> tuple[int, int]:
-            return _answer(await self._put(keys=keys, args=[*args, index, value, run]))
+            return _answer(await self._put(keys=keys, args=[*args, index, value, run, digest]))
 
         if step is None:
             return await put("", "")
@@ -252,11 +274,12 @@ class RedisDriver:
             f"{self._p}:stepseq:{thread_id}",
             self._run(step.run_id),
             f"{self._p}:thread:{thread_id}",
+            *self._chain_keys(thread_id),
         ]
         run = step.run_id or ""
 
         async def append(index: str, value: str) -> tuple[int, int]:
-            return _answer(await self._append(keys=keys, args=[index, value, run]))
+            return _answer(await self._append(keys=keys, args=[index, value, run, step.digest]))
 
         _, index = await self._guesses.write(thread_id, step, append)
         return index
@@ -265,11 +288,33 @@ class RedisDriver:
         entries = await self._redis.hgetall(f"{self._p}:steps:{thread_id}")
         return sorted((int(_text(i)), _text(v)) for i, v in entries.items())
 
+    async def chain(self, thread_id: str) -> builtins.list[ChainRow]:
+        chain_key, _ = self._chain_keys(thread_id)
+        pipe = self._redis.pipeline(transaction=True)
+        pipe.hgetall(f"{self._p}:steps:{thread_id}")
+        pipe.hgetall(chain_key)
+        entries, links = await pipe.execute()
+        steps = [(int(_text(i)), _text(v)) for i, v in entries.items()]
+        chain = []
+        for i, entry in links.items():
+            digest, _, link = _text(entry).partition(":")
+            chain.append((int(_text(i)), digest, link))
+        return merge_rows(steps, chain)
+
+    async def step_threads(self) -> builtins.list[str]:
+        threads: set[str] = set()
+        for family in ("steps", "stepchain"):
+            head = f"{self._p}:{family}:"
+            async for key in self._redis.scan_iter(match=_glob_escape(head) + "*", count=1000):
+                threads.add(_text(key)[len(head) :])
+        return sorted(threads)
+
     async def delete_thread(self, thread_id: str) -> None:
         keys = [
             f"{self._p}:thread:{thread_id}",
             f"{self._p}:steps:{thread_id}",
             f"{self._p}:stepseq:{thread_id}",
+            *self._chain_keys(thread_id),
         ]
         await self._delete(keys=keys, args=[self._p])
 

@@ -17,6 +17,7 @@ from collections.abc import Callable
 from typing import Any, TypeVar
 
 from tether.checkpointing import install_sqlite_fence, lease_lost
+from tether.store._chain import GENESIS, ChainRow, chain_link, merge_rows
 from tether.store._record import RawRecord, StepPayload
 
 __all__ = ["SqliteDriver"]
@@ -42,6 +43,13 @@ CREATE TABLE IF NOT EXISTS tether_steps (
     run_id TEXT,
     PRIMARY KEY (thread_id, idx)
 );
+CREATE TABLE IF NOT EXISTS tether_step_chain (
+    thread_id TEXT NOT NULL,
+    idx INTEGER NOT NULL,
+    digest TEXT NOT NULL,
+    link TEXT NOT NULL,
+    PRIMARY KEY (thread_id, idx)
+);
 """
 # Tables written before records carried their run gain the column (NULL: no run).
 _ADDED_COLUMNS = (("tether_records", "run_id TEXT"), ("tether_steps", "run_id TEXT"))
@@ -50,6 +58,10 @@ CREATE INDEX IF NOT EXISTS tether_records_run ON tether_records (run_id) WHERE r
 CREATE INDEX IF NOT EXISTS tether_steps_run ON tether_steps (run_id) WHERE run_id IS NOT NULL;
 """
 _COLUMNS = "kind, key, thread_id, value, created_at, run_id"
+# The log's highest index (of a step or of a link left by a deleted step) and its head link.
+_NEXT = """SELECT MAX(COALESCE((SELECT MAX(idx) FROM tether_steps WHERE thread_id = ?), -1),
+                   COALESCE((SELECT MAX(idx) FROM tether_step_chain WHERE thread_id = ?), -1)),
+       (SELECT link FROM tether_step_chain WHERE thread_id = ? ORDER BY idx DESC LIMIT 1)"""
 _INSERT = f"INSERT INTO tether_records ({_COLUMNS}) VALUES (?, ?, ?, ?, ?, ?) "
 _ON_CONFLICT_KEEP = "ON CONFLICT (kind, key) DO NOTHING"
 _ON_CONFLICT_REPLACE = "ON CONFLICT (kind, key) DO UPDATE SET value = excluded.value"
@@ -69,14 +81,21 @@ def _create_schema(db: sqlite3.Connection) -> None:
 
 
 def _append(db: sqlite3.Connection, thread_id: str, step: StepPayload) -> int:
-    """Append one step inside the caller's write transaction; the index is MAX + 1."""
-    row = db.execute(
-        "SELECT COALESCE(MAX(idx) + 1, 0) FROM tether_steps WHERE thread_id = ?", (thread_id,)
-    ).fetchone()
-    index = int(row[0])
+    """Append one step and its chain link inside the caller's write transaction.
+
+    The index is one past the highest index of the log or its chain (a run's
+    deleted steps leave their links, and their indexes are not reused).
+    """
+    top, head = db.execute(_NEXT, (thread_id, thread_id, thread_id)).fetchone()
+    index = int(top) + 1
     db.execute(
         "INSERT INTO tether_steps (thread_id, idx, value, run_id) VALUES (?, ?, ?, ?)",
         (thread_id, index, step.encode(index), step.run_id),
+    )
+    link = chain_link(head or GENESIS, index, step.digest)
+    db.execute(
+        "INSERT INTO tether_step_chain (thread_id, idx, digest, link) VALUES (?, ?, ?, ?)",
+        (thread_id, index, step.digest, link),
     )
     return index
 
@@ -216,10 +235,41 @@ class SqliteDriver:
 
         return await self._run(select)
 
+    async def chain(self, thread_id: str) -> builtins.list[ChainRow]:
+        def select(db: sqlite3.Connection) -> builtins.list[ChainRow]:
+            # One read transaction for both tables (another process may append between them).
+            if db.in_transaction:
+                db.commit()
+            db.execute("BEGIN")
+            try:
+                steps = db.execute(
+                    "SELECT idx, value FROM tether_steps WHERE thread_id = ?", (thread_id,)
+                ).fetchall()
+                links = db.execute(
+                    "SELECT idx, digest, link FROM tether_step_chain WHERE thread_id = ?",
+                    (thread_id,),
+                ).fetchall()
+            finally:
+                db.rollback()
+            return merge_rows(steps, links)
+
+        return await self._run(select)
+
+    async def step_threads(self) -> builtins.list[str]:
+        def select(db: sqlite3.Connection) -> builtins.list[str]:
+            rows = db.execute(
+                "SELECT thread_id FROM tether_steps UNION "
+                "SELECT thread_id FROM tether_step_chain ORDER BY 1"
+            )
+            return [str(r[0]) for r in rows]
+
+        return await self._run(select)
+
     async def delete_thread(self, thread_id: str) -> None:
         def delete(db: sqlite3.Connection) -> None:
             db.execute("DELETE FROM tether_records WHERE thread_id = ?", (thread_id,))
             db.execute("DELETE FROM tether_steps WHERE thread_id = ?", (thread_id,))
+            db.execute("DELETE FROM tether_step_chain WHERE thread_id = ?", (thread_id,))
 
         await self._run(self._write(delete))
 

@@ -14,6 +14,7 @@ from dataclasses import dataclass
 from typing import Any, Protocol
 
 from tether.errors import TetherError
+from tether.store._chain import ChainRow
 
 __all__ = ["Cipher", "RawRecord", "Record", "RecordDriver", "RecordStoreError", "StepPayload"]
 
@@ -79,11 +80,14 @@ class StepPayload:
         fixed: The stored text when it does not depend on the index (no
             encryption), so a driver may assign the index inside one statement.
         run_id: The run that appended it, or ``None`` outside a run.
+        digest: The step's chain digest (see :mod:`tether.store._chain`); the
+            driver stores it and the link it computes from it in the same write.
     """
 
     encode: Callable[[int], str]
     fixed: str | None
     run_id: str | None = None
+    digest: str = ""
 
 
 class RecordDriver(Protocol):
@@ -102,6 +106,14 @@ class RecordDriver(Protocol):
     async def append_step(self, thread_id: str, step: StepPayload) -> int: ...
 
     async def steps(self, thread_id: str) -> builtins.list[tuple[int, str]]: ...
+
+    async def chain(self, thread_id: str) -> builtins.list[ChainRow]:
+        """Every index of the thread's log with its stored text and chain entry, ordered."""
+        ...
+
+    async def step_threads(self) -> builtins.list[str]:
+        """Every thread that has a step log (or what remains of one), sorted."""
+        ...
 
     async def delete_thread(self, thread_id: str) -> None: ...
 

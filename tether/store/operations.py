@@ -11,10 +11,14 @@ from __future__ import annotations
 
 import builtins
 from dataclasses import dataclass
-from typing import Any, ClassVar
+from typing import TYPE_CHECKING, Any, ClassVar
+
+if TYPE_CHECKING:
+    from tether.store._chain import ChainHead as Head
 
 __all__ = [
     "AppendStep",
+    "ChainHead",
     "DeleteRuns",
     "DeleteThread",
     "Get",
@@ -24,8 +28,10 @@ __all__ = [
     "List",
     "Operation",
     "PutWithStep",
+    "StepThreads",
     "Steps",
     "Upsert",
+    "VerifyChain",
 ]
 
 
@@ -135,6 +141,30 @@ class KeyedHash:
     method: ClassVar[str] = "keyed_hash"
 
 
+@dataclass(frozen=True)
+class VerifyChain:
+    """:meth:`RecordStore.verify_chain`: a report on the thread's step-log hash chain."""
+
+    method: ClassVar[str] = "verify_chain"
+    thread_id: str
+    expected_head: Head | None = None
+
+
+@dataclass(frozen=True)
+class ChainHead:
+    """:meth:`RecordStore.chain_head`: the newest link of the thread's chain, or ``None``."""
+
+    method: ClassVar[str] = "chain_head"
+    thread_id: str
+
+
+@dataclass(frozen=True)
+class StepThreads:
+    """:meth:`RecordStore.step_threads`: every thread with a step log, sorted."""
+
+    method: ClassVar[str] = "step_threads"
+
+
 Operation = (
     Insert
     | Upsert
@@ -147,5 +177,8 @@ Operation = (
     | DeleteThread
     | DeleteRuns
     | KeyedHash
+    | VerifyChain
+    | ChainHead
+    | StepThreads
 )
 """Any record-store operation."""
