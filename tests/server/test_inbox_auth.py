@@ -4,8 +4,9 @@ in with their key (a server-side session behind an HttpOnly cookie, forms bound 
 
 from __future__ import annotations
 
+import contextlib
 import re
-from collections.abc import Iterator
+from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -101,14 +102,16 @@ def _csrf_of(page: httpx.Response) -> str:
     return found[1]
 
 
-async def _logged_in(keys: Keys, key: str) -> httpx.AsyncClient:
+@contextlib.asynccontextmanager
+async def _logged_in(keys: Keys, key: str) -> AsyncIterator[httpx.AsyncClient]:
     """A browser-like client logged in to the inbox with ``key``."""
-    browser = httpx.AsyncClient(base_url=keys.base, timeout=30)
-    form = await browser.get("/inbox/login")
-    answer = await browser.post("/inbox/login", data={"credential": key, "csrf": _csrf_of(form)})
-    assert answer.status_code == 303, answer.text
-    assert answer.headers["location"] == "/inbox"
-    return browser
+    async with httpx.AsyncClient(base_url=keys.base, timeout=30) as browser:
+        form = await browser.get("/inbox/login")
+        data = {"credential": key, "csrf": _csrf_of(form)}
+        answer = await browser.post("/inbox/login", data=data)
+        assert answer.status_code == 303, answer.text
+        assert answer.headers["location"] == "/inbox"
+        yield browser
 
 
 async def test_the_inbox_without_a_session_is_the_login_page(keys: Keys) -> None:
@@ -178,8 +181,7 @@ async def test_a_forged_cookie_or_a_revoked_key_is_refused(keys: Keys) -> None:
         assert answer.status_code == 303
         assert answer.headers["location"] == "/inbox/login"
     key = new_key(keys.url, "dana", "acme", keys.workdir)
-    browser = await _logged_in(keys, key)
-    async with browser:
+    async with _logged_in(keys, key) as browser:
         assert (await browser.get("/inbox")).status_code == 200
         revoked = apikeys(keys.url, "revoke", key, cwd=keys.workdir)
         assert revoked.returncode == 0, revoked.stderr
@@ -189,8 +191,7 @@ async def test_a_forged_cookie_or_a_revoked_key_is_refused(keys: Keys) -> None:
 async def test_a_decision_form_needs_the_session_token(keys: Keys) -> None:
     client = get_client(url=keys.base, api_key=keys.keys["dana"])
     tid, run_id = await waiting_refund(client, 1200, "csrf")
-    browser = await _logged_in(keys, keys.keys["dana"])
-    async with browser, keys.http("dana") as api:
+    async with _logged_in(keys, keys.keys["dana"]) as browser, keys.http("dana") as api:
         req = await _approval(api, tid)
         url = f"/inbox/a/{req['approval_id']}/decide"
         form = {"decision": "approve", "args_sha256": req["args_sha256"]}
@@ -200,8 +201,7 @@ async def test_a_decision_form_needs_the_session_token(keys: Keys) -> None:
         wrong = await browser.post(url, data={**form, "csrf": "not-the-token"})
         assert wrong.status_code == 403
         # the token of another session (another browser, same key) is not this one's
-        other = await _logged_in(keys, keys.keys["dana"])
-        async with other:
+        async with _logged_in(keys, keys.keys["dana"]) as other:
             theirs = _csrf_of(await other.get("/inbox"))
         crossed = await browser.post(url, data={**form, "csrf": theirs})
         assert crossed.status_code == 403
@@ -221,8 +221,7 @@ async def test_another_tenants_approvals_are_not_in_the_inbox(keys: Keys) -> Non
     tid, _ = await waiting_refund(client, 1300, "tenants")
     async with keys.http("dana") as api:
         req = await _approval(api, tid)
-    browser = await _logged_in(keys, keys.keys["mallory"])  # support-lead of tenant evil
-    async with browser:
+    async with _logged_in(keys, keys.keys["mallory"]) as browser:  # support-lead of tenant evil
         queue = await browser.get("/inbox", params={"show": "all"})
         assert queue.status_code == 200
         assert req["approval_id"] not in queue.text
