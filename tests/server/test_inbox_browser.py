@@ -1,5 +1,5 @@
-"""The inbox in a real headless Chromium: log in, see a pending refund, edit the amount, the
-run finishes with it.
+"""The inbox in a real headless Chromium, on a server with API keys: log in with a key, see a
+pending refund, edit the amount, the run finishes with it.
 
 The browser is Debian's ``chromium`` (``scripts/test`` installs it), driven by
 Playwright for Python with ``executable_path`` (Playwright's own browser
@@ -18,7 +18,9 @@ from typing import Any
 import pytest
 from langgraph_sdk import get_sync_client
 
-from tests.server.inbox import inbox_server
+from tests.server.conftest import ServeProcess
+from tests.server.inbox import PROJECT
+from tests.server.test_apikeys import new_key
 
 CHROMIUM_NAMES = ("chromium", "chromium-browser")
 
@@ -54,60 +56,80 @@ def browser() -> Iterator[Any]:
             launched.close()
 
 
-def test_log_in_edit_a_refund_and_see_the_run_finish(browser: Any, tmp_path: Path) -> None:
-    with inbox_server(f"sqlite:///{tmp_path / 'runtime.db'}", tmp_path) as server:
-        client = get_sync_client(url=server.base)
-        thread = client.threads.create()
-        tid = thread["thread_id"]
-        run = client.runs.create(
-            tid, "refund", input={"order_id": "o-77", "amount_cents": 5000, "note": "lid broken"}
-        )
-        client.runs.join(tid, run["run_id"])
-        assert client.threads.get(tid)["status"] == "interrupted"
+@pytest.fixture
+def keyed_server(tmp_path: Path) -> Iterator[tuple[ServeProcess, str]]:
+    """``tether serve`` with API keys (no ``--no-auth``), and dana's key."""
+    url = f"sqlite:///{tmp_path / 'runtime.db'}"
+    key = new_key(url, "dana", "acme", tmp_path, "support-lead")
+    process = ServeProcess(url, tmp_path, project=PROJECT, auth=())
+    try:
+        process.start()
+        yield process, key
+    finally:
+        process.stop()
 
-        page = browser.new_page()
-        page.goto(f"{server.base}/inbox")
-        assert page.url.endswith("/inbox/login")  # nobody is logged in yet
-        page.fill("#login input[name=user]", "dana")
-        page.fill("#login input[name=roles]", "support-lead")
-        page.click("#login button[type=submit]")
-        page.wait_for_url(f"{server.base}/inbox")
-        assert page.inner_text("#who").startswith("dana")
 
-        row = page.locator("tr", has_text=run["run_id"])
-        assert row.count() == 1
-        assert "5000" in row.inner_text()
-        assert "pending" in row.inner_text()
-        row.locator("a").click()
-        page.wait_for_url(f"{server.base}/inbox/a/**")
-        assert page.inner_text("#state") == "pending"
-        arguments = page.inner_text('dd[data-field="arguments"]')
-        assert '"amount_cents": 5000' in arguments
-        assert '"order_id": "o-77"' in arguments
+def test_log_in_edit_a_refund_and_see_the_run_finish(
+    browser: Any, keyed_server: tuple[ServeProcess, str]
+) -> None:
+    server, key = keyed_server
+    client = get_sync_client(url=server.base, api_key=key)
+    thread = client.threads.create()
+    tid = thread["thread_id"]
+    run = client.runs.create(
+        tid, "refund", input={"order_id": "o-77", "amount_cents": 5000, "note": "lid broken"}
+    )
+    client.runs.join(tid, run["run_id"])
+    assert client.threads.get(tid)["status"] == "interrupted"
 
-        # an amount the schema refuses: the page says why, and nothing is decided
-        page.fill('#edit input[name="arg:amount_cents"]', "-5")
-        page.click("#edit button[type=submit]")
-        error = page.inner_text("[role=alert]")
-        assert "amount_cents" in error
-        assert "greater than 0" in error
-        assert page.inner_text("#state") == "pending"
-        assert page.input_value('#edit input[name="arg:amount_cents"]') == "-5"
+    page = browser.new_page()
+    page.goto(f"{server.base}/inbox")
+    assert page.url.endswith("/inbox/login")  # nobody is logged in yet
+    page.fill("#login input[name=credential]", "tk_not-a-key")
+    page.click("#login button[type=submit]")
+    assert "that credential was refused" in page.inner_text("[role=alert]")
+    page.fill("#login input[name=credential]", key)
+    page.click("#login button[type=submit]")
+    page.wait_for_url(f"{server.base}/inbox")
+    assert page.inner_text("#who").startswith("dana (support-lead)")
+    cookies = {c["name"]: c for c in page.context.cookies()}
+    assert cookies["tether_inbox_session"]["httpOnly"] is True
+    assert cookies["tether_inbox_session"]["sameSite"] == "Strict"
 
-        page.fill('#edit input[name="arg:amount_cents"]', "2500")
-        page.fill("#edit input[name=reason]", "half, agreed with the customer")
-        page.click("#edit button[type=submit]")
-        page.wait_for_url(f"{server.base}/inbox/a/**")
-        assert page.inner_text("#state") == "edited"
-        assert "edit by dana" in page.inner_text('dd[data-field="decision"]')
+    row = page.locator("tr", has_text=run["run_id"])
+    assert row.count() == 1
+    assert "5000" in row.inner_text()
+    assert "pending" in row.inner_text()
+    row.locator("a").click()
+    page.wait_for_url(f"{server.base}/inbox/a/**")
+    assert page.inner_text("#state") == "pending"
+    arguments = page.inner_text('dd[data-field="arguments"]')
+    assert '"amount_cents": 5000' in arguments
+    assert '"order_id": "o-77"' in arguments
 
-        client.runs.join(tid, run["run_id"])
-        finished = client.runs.get(tid, run["run_id"])
-        assert finished["status"] == "success"
-        done = client.threads.get(tid)
-        assert done["status"] == "idle"
-        assert done["values"]["refunded"] == 2500
-        assert done["values"]["decision"] == "edit"
+    # an amount the schema refuses: the page says why, and nothing is decided
+    page.fill('#edit input[name="arg:amount_cents"]', "-5")
+    page.click("#edit button[type=submit]")
+    error = page.inner_text("[role=alert]")
+    assert "amount_cents" in error
+    assert "greater than 0" in error
+    assert page.inner_text("#state") == "pending"
+    assert page.input_value('#edit input[name="arg:amount_cents"]') == "-5"
 
-        page.goto(f"{server.base}/inbox")
-        assert page.locator("tr", has_text=run["run_id"]).count() == 0  # no longer waiting
+    page.fill('#edit input[name="arg:amount_cents"]', "2500")
+    page.fill("#edit input[name=reason]", "half, agreed with the customer")
+    page.click("#edit button[type=submit]")
+    page.wait_for_url(f"{server.base}/inbox/a/**")
+    assert page.inner_text("#state") == "edited"
+    assert "edit by dana" in page.inner_text('dd[data-field="decision"]')
+
+    client.runs.join(tid, run["run_id"])
+    finished = client.runs.get(tid, run["run_id"])
+    assert finished["status"] == "success"
+    done = client.threads.get(tid)
+    assert done["status"] == "idle"
+    assert done["values"]["refunded"] == 2500
+    assert done["values"]["decision"] == "edit"
+
+    page.goto(f"{server.base}/inbox")
+    assert page.locator("tr", has_text=run["run_id"]).count() == 0  # no longer waiting

@@ -124,6 +124,7 @@ def create_app(
     install_error_handlers(app)
     set_no_auth(app, no_auth)
     app.state.tether_scope = _scoper(gate)
+    app.state.tether_gate = gate  # the inbox login checks credentials with it
 
     @app.exception_handler(AuthError)
     async def refused(_: Any, exc: AuthError) -> JSONResponse:

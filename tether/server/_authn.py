@@ -23,9 +23,11 @@ from typing import Any, Protocol
 
 from starlette.authentication import AuthCredentials
 from starlette.requests import Request
-from starlette.responses import JSONResponse
+from starlette.responses import JSONResponse, RedirectResponse, Response
 
 from tether.server._caller import ANONYMOUS, AuthUser, Caller
+from tether.server._sessions import COOKIE as SESSION_COOKIE
+from tether.server._sessions import Sessions
 from tether.server.apikeys import KeyStore
 
 __all__ = [
@@ -35,12 +37,15 @@ __all__ = [
     "Authentication",
     "Authenticator",
     "NoAuth",
+    "credential_headers",
     "presented_key",
 ]
 
 log = logging.getLogger("tether.server")
 
 OPEN_PATHS = frozenset({"/ok", "/info"})
+INBOX = "/inbox"
+LOGIN = "/inbox/login"
 
 
 class AuthError(Exception):
@@ -108,11 +113,38 @@ class ApiKeys:
         return Caller(key.user, key.tenant, key.roles, user, f"api-key:{key.key_id}")
 
 
+def credential_headers(authenticator: Authenticator | None, credential: str) -> dict[str, str]:
+    """The request headers that present ``credential`` as pasted on the login page: an
+    API key as ``x-api-key``, anything else as the ``Authorization`` header's value."""
+    if isinstance(authenticator, ApiKeys):
+        return {"x-api-key": credential}
+    return {"authorization": credential}
+
+
 class Gate:
-    """The authenticator of an app, set when the app starts (its key store opens then)."""
+    """The authenticator of an app, set when the app starts (its key store opens then),
+    and the inbox's login sessions."""
 
     def __init__(self) -> None:
         self.authenticator: Authenticator | None = None
+        self.sessions = Sessions()
+
+
+def _is_inbox(path: str) -> bool:
+    return path == INBOX or path.startswith(INBOX + "/")
+
+
+def _with_session(scope: dict[str, Any], request: Request, sessions: Sessions) -> dict[str, Any]:
+    """``scope`` with its login session's credential added, when it carries a live
+    session's cookie and no credential of its own."""
+    if presented_key(request) is not None or request.headers.get("authorization"):
+        return scope
+    session = sessions.get(request.cookies.get(SESSION_COOKIE))
+    if session is None:
+        return scope
+    extra = [(name.encode("latin-1"), value.encode("latin-1")) for name, value in session.headers]
+    state = {**scope.get("state", {}), "tether_inbox_session": session}
+    return {**scope, "headers": [*scope["headers"], *extra], "state": state}
 
 
 class Authentication:
@@ -124,17 +156,24 @@ class Authentication:
         self.gate = gate
 
     async def __call__(self, scope: dict[str, Any], receive: Any, send: Any) -> None:
-        if scope["type"] != "http" or scope.get("path") in OPEN_PATHS:
+        path = scope.get("path", "")
+        if scope["type"] != "http" or path in OPEN_PATHS or path == LOGIN:
             await self.app(scope, receive, send)
             return
         authenticator = self.gate.authenticator
         request = Request(scope, receive)
+        inbox = _is_inbox(path)
+        if inbox and not isinstance(authenticator, NoAuth):
+            scope = _with_session(scope, request, self.gate.sessions)
+            request = Request(scope, receive)
         try:
             if authenticator is None:
                 raise AuthError(503, "the server is starting")
             found = await authenticator.authenticate(request)
         except AuthError as exc:
-            answer = JSONResponse({"detail": exc.detail}, exc.status, headers=exc.headers)
+            answer: Response = JSONResponse({"detail": exc.detail}, exc.status, headers=exc.headers)
+            if inbox and exc.status == 401:
+                answer = RedirectResponse(LOGIN, 303)  # a person: to the login page
             await answer(scope, receive, send)
             return
         except Exception as exc:  # the key store's database is down, …: refused, named

@@ -1,10 +1,15 @@
-"""CSRF protection of the inbox's forms: a per-session token in a cookie and a hidden field.
+"""CSRF protection of the inbox's forms: a per-session token and a hidden field.
 
-The token is random, set as a ``SameSite=Strict``, ``HttpOnly`` cookie the
-first time a page is shown (and renewed at login), and written into every form
-as the hidden field ``csrf``. A POST is taken only when the field equals the
-cookie: another site can make a browser send the cookie (it cannot, with
-``SameSite=Strict``) but cannot read it to fill in the field.
+Every form carries the token as the hidden field ``csrf``, and a POST is taken
+only when the field equals the token the server expects:
+
+* for a request of a login session (the server authenticates, the person
+  logged in at ``/inbox/login``), the session's own token, kept with the
+  session on the server (:mod:`tether.server._sessions`);
+* otherwise, a random token set as a ``SameSite=Strict``, ``HttpOnly`` cookie
+  the first time a page is shown (and renewed at login): another site can make
+  a browser send the cookie (it cannot, with ``SameSite=Strict``) but cannot
+  read it to fill in the field.
 """
 
 from __future__ import annotations
@@ -29,9 +34,15 @@ def new_token() -> str:
     return secrets.token_urlsafe(32)
 
 
+def _session_token(request: Request) -> str | None:
+    """The token of the login session the request was authenticated by, if any."""
+    session = getattr(request.state, "tether_inbox_session", None)
+    return None if session is None else str(session.csrf)
+
+
 def token_for(request: Request) -> str:
-    """The request's token (from its cookie), or a fresh one to set."""
-    return request.cookies.get(COOKIE) or new_token()
+    """The request's token: its login session's, else its cookie's, else a fresh one to set."""
+    return _session_token(request) or request.cookies.get(COOKIE) or new_token()
 
 
 def set_cookie(response: Response, request: Request, token: str) -> None:
@@ -70,14 +81,14 @@ async def read_form(request: Request) -> dict[str, str]:
 
 
 def check_csrf(request: Request, form: dict[str, str]) -> None:
-    """Refuse a form whose ``csrf`` field does not match the request's cookie.
+    """Refuse a form whose ``csrf`` field does not match the request's session or cookie.
 
     Raises:
         ApiError: 403 naming the problem (reload the page to get a fresh form).
     """
-    cookie = request.cookies.get(COOKIE, "")
+    expected = _session_token(request) or request.cookies.get(COOKIE, "")
     field = form.get(FIELD, "")
-    if not cookie or not field or not hmac.compare_digest(cookie.encode(), field.encode()):
+    if not expected or not field or not hmac.compare_digest(expected.encode(), field.encode()):
         raise ApiError(
             403,
             "the form's CSRF token does not match this browser's session; reload the page "

@@ -314,8 +314,32 @@ def detail_page(
     return page(f"{r.action}", body, user, csrf)
 
 
-def login_page(csrf: str, problem: str | None = None, enabled: bool = True) -> str:
-    """The login form of a server running with ``--no-auth`` (you are who you say)."""
+def login_page(
+    csrf: str, problem: str | None = None, enabled: bool = True, credential: str | None = None
+) -> str:
+    """The login form: with ``--no-auth``, who you say you are; when the server
+    authenticates, the credential to paste (``credential`` says which: ``"key"`` for
+    the built-in API keys, ``"authorization"`` for the project's ``auth.path``)."""
+    if credential is not None:
+        if credential == "key":
+            what = "your API key (the one <code>tether apikeys create</code> printed)"
+            label = "API key"
+        else:
+            what = (
+                "the value of the <code>Authorization</code> header this server's "
+                "authentication accepts from you (for example <code>Bearer …</code>)"
+            )
+            label = "Authorization header value"
+        body = (
+            f"{_error(problem)}"
+            f"<p>Paste {what}. It is checked now, then kept on the server for this session "
+            "only; your browser gets a session cookie.</p>"
+            f'<form method="post" action="/inbox/login" id="login">{_csrf(csrf)}'
+            f'<label>{label}<input type="password" name="credential" required '
+            'autocomplete="off"></label>'
+            '<button type="submit">Log in</button></form>'
+        )
+        return page("Log in", body, None, csrf)
     if not enabled:
         body = (
             "<p>This server has no authentication configured, so the inbox cannot tell who "

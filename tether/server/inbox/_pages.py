@@ -15,6 +15,7 @@ from fastapi import APIRouter, Depends, Request
 from fastapi.responses import HTMLResponse, RedirectResponse, Response
 
 from tether.approvals import ApprovalError, ApprovalRequest, DecisionPayload
+from tether.server._authn import AuthError, Gate, credential_headers
 from tether.server._errors import ApiError
 from tether.server._identity import (
     SESSION_COOKIE,
@@ -27,6 +28,8 @@ from tether.server._identity import (
 )
 from tether.server._paths import path_id
 from tether.server._served import Served, served
+from tether.server._sessions import COOKIE as SESSION_COOKIE_AUTH
+from tether.server._sessions import LIFETIME
 from tether.server.inbox import _csrf
 from tether.server.inbox._api import check_tenant
 from tether.server.inbox._deciding import decide_for, status_of
@@ -61,7 +64,7 @@ def _user(request: Request) -> User | Response:
     try:
         return current_user(request)
     except ApiError as exc:
-        if exc.status == 401 and no_auth(request):
+        if exc.status == 401:
             return RedirectResponse("/inbox/login", status_code=303)
         token = _csrf.token_for(request)
         return _html(request, message_page("Not logged in", exc.detail, None, token), exc.status)
@@ -166,35 +169,93 @@ async def decide(approval_id: str, request: Request, app: ServedDep) -> Response
     return RedirectResponse(approval_url(wanted), status_code=303)
 
 
+def _credential_kind(request: Request) -> str:
+    """What the login page asks for when the server authenticates: ``"key"`` or
+    ``"authorization"`` (see :func:`tether.server._authn.credential_headers`)."""
+    headers = credential_headers(_gate(request).authenticator, "x")
+    return "key" if "x-api-key" in headers else "authorization"
+
+
+def _gate(request: Request) -> Gate:
+    gate: Gate = request.app.state.tether_gate
+    return gate
+
+
+def _login_page(request: Request, token: str, problem: str | None = None) -> str:
+    if no_auth(request):
+        return login_page(token, problem)
+    return login_page(token, problem, credential=_credential_kind(request))
+
+
+def _session_cookie(response: Response, request: Request, name: str, value: str) -> None:
+    response.set_cookie(
+        name,
+        value,
+        max_age=int(LIFETIME) if name == SESSION_COOKIE_AUTH else None,
+        httponly=True,
+        samesite="strict",
+        secure=request.url.scheme == "https",
+        path="/",
+    )
+
+
 @router.get("/login")
 async def login_form(request: Request) -> Response:
     token = _csrf.token_for(request)
-    return _html(request, login_page(token, enabled=no_auth(request)), 200, token)
+    return _html(request, _login_page(request, token), 200, token)
+
+
+async def _authenticated_login(request: Request, form: dict[str, str]) -> Response:
+    """Check the pasted credential by authenticating with it, then start a session."""
+    token = _csrf.token_for(request)
+    credential = form.get("credential", "").strip()
+    if not credential:
+        problem = "paste your credential (the API key, or the Authorization header's value)"
+        return _html(request, _login_page(request, token, problem), 422, token)
+    if not credential.isascii() or not credential.isprintable():
+        problem = "the credential can hold printable ASCII characters only (it is a header)"
+        return _html(request, _login_page(request, token, problem), 422, token)
+    gate = _gate(request)
+    headers = credential_headers(gate.authenticator, credential)
+    trial = {
+        **request.scope,
+        "method": "GET",
+        "path": "/inbox",
+        "raw_path": b"/inbox",
+        "query_string": b"",
+        "headers": [(k.encode(), v.encode()) for k, v in headers.items()],
+    }
+    try:
+        if gate.authenticator is None:
+            raise AuthError(503, "the server is starting")
+        await gate.authenticator.authenticate(Request(trial))
+    except AuthError as exc:
+        problem = f"that credential was refused: {exc.detail}"
+        return _html(request, _login_page(request, token, problem), exc.status, token)
+    session_token, _ = gate.sessions.start(headers)
+    response = RedirectResponse("/inbox", status_code=303)
+    _session_cookie(response, request, SESSION_COOKIE_AUTH, session_token)
+    return response
 
 
 @router.post("/login")
 async def login(request: Request) -> Response:
     token = _csrf.token_for(request)
-    if not no_auth(request):
-        return _html(request, login_page(token, enabled=False), 401, token)
     try:
         form = await _csrf.read_form(request)
         _csrf.check_csrf(request, form)
+    except ApiError as exc:
+        return _html(request, _login_page(request, token, exc.detail), exc.status, token)
+    if not no_auth(request):
+        return await _authenticated_login(request, form)
+    try:
         user = make_user(
             form.get("user", ""), form.get("roles"), form.get("tenant"), source="no-auth:login"
         )
     except ApiError as exc:
-        return _html(request, login_page(token, exc.detail), exc.status, token)
+        return _html(request, _login_page(request, token, exc.detail), exc.status, token)
     response = RedirectResponse("/inbox", status_code=303)
-    secure = request.url.scheme == "https"
-    response.set_cookie(
-        SESSION_COOKIE,
-        start_session(request, user),
-        httponly=True,
-        samesite="strict",
-        secure=secure,
-        path="/",
-    )
+    _session_cookie(response, request, SESSION_COOKIE, start_session(request, user))
     _csrf.set_cookie(response, request, _csrf.new_token())  # a fresh token per session
     return response
 
@@ -207,7 +268,9 @@ async def logout(request: Request) -> Response:
     except ApiError as exc:
         return _html(request, message_page("Refused", exc.detail, None, token), exc.status, token)
     end_session(request)
+    _gate(request).sessions.end(request.cookies.get(SESSION_COOKIE_AUTH))
     response = RedirectResponse("/inbox/login", status_code=303)
     response.delete_cookie(SESSION_COOKIE, path="/")
+    response.delete_cookie(SESSION_COOKIE_AUTH, path="/")
     _csrf.set_cookie(response, request, _csrf.new_token())
     return response
