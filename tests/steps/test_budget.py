@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import gc
 from pathlib import Path
 from typing import Any
 
@@ -124,3 +125,21 @@ async def test_forks_naming_the_same_root_share_one_budget(
             await graph.ainvoke({"messages": [HumanMessage("go")]}, fork)
     assert info.value.spent["tokens"] == 30
     assert count_calls(tmp_path / "calls") == 3
+
+
+async def test_a_fresh_store_never_inherits_a_freed_stores_budget(tmp_path: Path) -> None:
+    """Each new database starts its thread's budget at zero, even when the old store's
+    object was freed and a new one took its address (``id()`` reuse)."""
+    from tether.checkpointing import open_checkpointer
+
+    for i in range(12):
+        place = tmp_path / f"db{i}"
+        place.mkdir()
+        async with open_checkpointer(f"sqlite:///{place}/t.db") as saver:
+            graph = looping_agent(place, saver, Budget(max_tokens=15, on_exceed="stop"))
+            with pytest.raises(BudgetExceededError) as info:
+                await graph.ainvoke({"messages": [HumanMessage("go")]}, CONFIG)
+        assert info.value.spent["tokens"] == 20, f"database {i}"
+        assert count_calls(place / "calls") == 2, f"database {i}"
+        del saver, graph, info
+        gc.collect()

@@ -17,6 +17,7 @@ from typing import Any, Literal, TypeVar
 
 from langgraph.types import interrupt
 
+from tether._instances import instance_key
 from tether.steps._errors import BudgetExceededError
 from tether.steps._log import scope_step
 from tether.steps._scope import BUDGET_KEY, NodeScope
@@ -129,7 +130,7 @@ async def ledger_for(scope: NodeScope) -> Ledger | None:
     budget = scope.configurable.get(BUDGET_KEY)
     if not isinstance(budget, Budget):
         return None
-    cache_key = (id(scope.store), scope.root)
+    cache_key = (instance_key(scope.store), scope.root)
     with _ledgers_lock:
         ledger = _ledgers.get(cache_key)
         if ledger is not None:

@@ -14,6 +14,7 @@ from __future__ import annotations
 import threading
 from collections import OrderedDict
 
+from tether._instances import instance_key
 from tether.store import RecordStore
 
 __all__ = ["drop_thread", "forget_thread", "known", "remember"]
@@ -27,7 +28,7 @@ _lock = threading.Lock()
 
 async def known(store: RecordStore, thread_id: str, kind: str, key: str) -> bool:
     """Whether a ``kind`` record under ``key`` may exist (then read it)."""
-    slot = (id(store), thread_id)
+    slot = (instance_key(store), thread_id)
     with _lock:
         keys = _keys.get(slot)
         if keys is not None:
@@ -47,7 +48,7 @@ async def known(store: RecordStore, thread_id: str, kind: str, key: str) -> bool
 def remember(store: RecordStore, thread_id: str, kind: str, key: str) -> None:
     """Note a record this process wrote."""
     with _lock:
-        keys = _keys.get((id(store), thread_id))
+        keys = _keys.get((instance_key(store), thread_id))
         if keys is not None:
             keys.add((kind, key))
 
@@ -55,7 +56,7 @@ def remember(store: RecordStore, thread_id: str, kind: str, key: str) -> None:
 def forget_thread(store: RecordStore, thread_id: str) -> None:
     """Drop what this process knows about a thread (e.g. after deleting it)."""
     with _lock:
-        _keys.pop((id(store), thread_id), None)
+        _keys.pop((instance_key(store), thread_id), None)
 
 
 def drop_thread(thread_id: str) -> None:

@@ -15,6 +15,7 @@ import threading
 from collections import OrderedDict
 from typing import Any
 
+from tether._instances import instance_key
 from tether.steps._errors import StepsError
 from tether.steps._io import Await, Flow, Sleep
 from tether.steps._scope import NodeScope
@@ -31,7 +32,7 @@ def wait_for_parent_checkpoint(scope: NodeScope) -> Flow[None]:
     checkpoint_id = scope.parent_checkpoint_id
     if scope.durability != "async" or not checkpoint_id or not scope.store.durable:
         return  # (in memory, nothing survives a crash to be replayed)
-    slot = (id(scope.checkpointer), scope.thread_id, scope.graph_ns, checkpoint_id)
+    slot = (instance_key(scope.checkpointer), scope.thread_id, scope.graph_ns, checkpoint_id)
     with _lock:
         if slot in _seen:
             return

@@ -20,6 +20,7 @@ from collections import OrderedDict
 from dataclasses import dataclass, field
 from typing import Any, Literal, TypeVar
 
+from tether._instances import instance_key
 from tether.steps._errors import VersionMismatchError
 from tether.steps._log import scope_step
 from tether.steps._pinned_nodes import pin_nodes
@@ -119,7 +120,7 @@ async def ensure_pins(scope: NodeScope) -> VersionPins | None:
     if not isinstance(pins, VersionPins):
         return None
     current = pins.versions()
-    marker = (id(scope.store), scope.thread_id, json.dumps(current, sort_keys=True))
+    marker = (instance_key(scope.store), scope.thread_id, json.dumps(current, sort_keys=True))
     with _checked_lock:
         if marker in _checked:
             _checked.move_to_end(marker)
