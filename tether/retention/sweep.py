@@ -117,7 +117,7 @@ class SweepReport:
     def to_dict(self) -> dict[str, Any]:
         """Every field, for ``--json`` and logs."""
         return {
-            **{k: v for k, v in vars(self).items()},
+            **vars(self),
             "threads_per_second": round(self.threads_per_second, 1),
         }
 

@@ -1,4 +1,4 @@
-"""``setup()``: creates every version, is idempotent and concurrency-safe, refuses a newer schema."""
+"""``setup()``: creates every version, is idempotent and concurrency-safe, refuses newer ones."""
 
 from __future__ import annotations
 
