@@ -23,6 +23,8 @@ CASES = {
     "tether.store": ("tether.steps", "tether.approvals", "tether.graphs", "tether.crashtest"),
     "tether.steps": ("tether.approvals", "tether.graphs", "tether.crashtest"),
     "tether.approvals": ("tether.graphs", "tether.crashtest"),
+    "tether.runtime": ("tether.retention", "tether.server", "tether.cli"),
+    "tether.retention": ("tether.server", "tether.cli", "tether.graphs", "tether.crashtest"),
     "tether.crashtest._harness": ("tether.graphs", "tether.demo", "tether.cli"),
     # What the runtime lends the layers below it: they import it, so it imports none of them.
     "tether.boundaries": (

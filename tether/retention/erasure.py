@@ -28,8 +28,7 @@ from tether.approvals import canonical_json, list_approvals
 from tether.retention.errors import ErasureError
 from tether.retention.plane import retention_plane
 from tether.retention.summary import sha256_text, with_digest
-from tether.runtime.store import RunStore
-from tether.runtime.store.retention import RetentionPlane, SubjectKind, ThreadActivity
+from tether.runtime.store import RetentionPlane, RunStore, SubjectKind, ThreadActivity
 from tether.store import store_for
 
 if TYPE_CHECKING:

@@ -2,8 +2,7 @@
 
 from __future__ import annotations
 
-from tether.runtime.store import RunStore
-from tether.runtime.store.retention import RetentionPlane
+from tether.runtime.store import RetentionPlane, RunStore
 
 __all__ = ["retention_plane"]
 

@@ -32,8 +32,7 @@ from langgraph.checkpoint.base import BaseCheckpointSaver
 
 from tether.approvals import ApprovalView, canonical_json, list_approvals
 from tether.runtime.models import Run
-from tether.runtime.store import RunStore
-from tether.runtime.store.retention import ThreadActivity
+from tether.runtime.store import RunStore, ThreadActivity
 from tether.store import store_for
 
 __all__ = ["SUMMARY_VERSION", "build_summary", "sha256_text", "summary_id", "with_digest"]

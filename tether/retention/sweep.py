@@ -39,8 +39,7 @@ from tether.errors import TetherError
 from tether.retention.plane import retention_plane
 from tether.retention.policy import RetentionPolicy, Rule
 from tether.retention.summary import build_summary, summary_id
-from tether.runtime.store import RunStore
-from tether.runtime.store.retention import RetentionPlane, ThreadActivity
+from tether.runtime.store import RetentionPlane, RunStore, ThreadActivity
 
 if TYPE_CHECKING:
     from tether.runtime import Runtime, SyncRuntime
