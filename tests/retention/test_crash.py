@@ -39,6 +39,8 @@ def _sweep(world: World, crash_at: str | None) -> subprocess.CompletedProcess[st
 
 @pytest.mark.parametrize(
     ("crash_at", "resumed"),
+    # At least the killed thread's deletion is finished first; with threads handled
+    # concurrently, others may have been caught between their rows and checkpoints too.
     [("retention.rows_deleted:3", 1), ("retention.summary_written:2", 0)],
 )
 async def test_a_sweep_killed_mid_batch_completes_when_run_again(
@@ -58,7 +60,7 @@ async def test_a_sweep_killed_mid_batch_completes_when_run_again(
     finished = _sweep(world, None)
     assert finished.returncode == 0, finished.stderr
     report = json.loads(finished.stdout)
-    assert report["resumed"] == resumed
+    assert report["resumed"] >= resumed
     async with open_world(durable_backend, tmp_path) as world:
         raw = await world.raw()
         assert [t for t in THREADS if marker(t) in raw] == []

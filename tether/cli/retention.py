@@ -42,6 +42,9 @@ def register(subparsers: Any) -> None:
     )
     run.add_argument("--dry-run", action="store_true", help="decide and count; delete nothing")
     run.add_argument("--now", help="measure ages from this ISO 8601 time (default: now)")
+    run.add_argument(
+        "--concurrency", type=int, default=4, help="threads of a batch handled at once"
+    )
     run.add_argument("--json", action="store_true", help="print the summary as JSON")
     run.add_argument("--quiet", action="store_true", help="no progress line")
     run.set_defaults(handler=_run)
@@ -99,7 +102,14 @@ def _run(args: argparse.Namespace) -> int:
     async def main() -> Any:
         async with Runtime(args.url, checkpoints_url=args.checkpoints_url) as rt:
             progress = None if args.quiet or args.json else _progress
-            return await sweep(rt, policy, now=now, dry_run=args.dry_run, progress=progress)
+            return await sweep(
+                rt,
+                policy,
+                now=now,
+                dry_run=args.dry_run,
+                progress=progress,
+                concurrency=args.concurrency,
+            )
 
     report = asyncio.run(main())
     if not (args.quiet or args.json):

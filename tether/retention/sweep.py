@@ -25,6 +25,7 @@ than the one thread's rows, so running workers are not held up.
 
 from __future__ import annotations
 
+import asyncio
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -199,17 +200,23 @@ class _Sweep:
         await self.plane.finish_summary(sid)
         return True
 
-    async def page(self, threads: list[ThreadActivity]) -> None:
-        for thread in threads:
-            self.report.examined += 1
-            decision = await self.decide(thread)
-            if decision is None:
-                continue
-            if not self.report.dry_run:
-                decision = await self.apply(decision)
-            self.report.count(decision)
-            if self.on_decision is not None:
-                self.on_decision(decision)
+    async def page(self, threads: list[ThreadActivity], concurrency: int) -> None:
+        """Handle one page, ``concurrency`` threads at a time (each is independent)."""
+        slots = asyncio.Semaphore(concurrency)
+
+        async def one(thread: ThreadActivity) -> None:
+            async with slots:
+                self.report.examined += 1
+                decision = await self.decide(thread)
+                if decision is None:
+                    return
+                if not self.report.dry_run:
+                    decision = await self.apply(decision)
+                self.report.count(decision)
+                if self.on_decision is not None:
+                    self.on_decision(decision)
+
+        await asyncio.gather(*(one(t) for t in threads))
 
 
 async def sweep_store(
@@ -221,8 +228,11 @@ async def sweep_store(
     dry_run: bool = False,
     progress: Progress | None = None,
     on_decision: OnDecision | None = None,
+    concurrency: int = 4,
 ) -> SweepReport:
     """:func:`sweep` on an open run store and the checkpointer of its workers."""
+    if isinstance(concurrency, bool) or not isinstance(concurrency, int) or concurrency < 1:
+        raise ValueError(f"concurrency must be a positive integer, not {concurrency!r}")
     started = time.monotonic()
     report = SweepReport(dry_run=dry_run)
     job = _Sweep(
@@ -236,7 +246,7 @@ async def sweep_store(
         threads = await job.plane.activity_page(
             before=job.now - youngest, after=after, limit=policy.batch_size
         )
-        await job.page(threads)
+        await job.page(threads, concurrency)
         report.batches += 1
         report.seconds = time.monotonic() - started
         if progress is not None:
@@ -259,6 +269,7 @@ async def sweep(
     dry_run: bool = False,
     progress: Progress | None = None,
     on_decision: OnDecision | None = None,
+    concurrency: int = 4,
 ) -> SweepReport:
     """Apply ``policy`` to every tenant's threads (see the module docstring).
 
@@ -269,6 +280,8 @@ async def sweep(
         dry_run: Decide and count, write nothing.
         progress: Called with the report after every batch.
         on_decision: Called with every thread a rule was due for.
+        concurrency: Threads of a batch handled at once (each holds at most
+            one database connection at a time).
 
     Returns:
         What the sweep did, as counts.
@@ -282,6 +295,7 @@ async def sweep(
         dry_run=dry_run,
         progress=progress,
         on_decision=on_decision,
+        concurrency=concurrency,
     )
 
 
@@ -293,6 +307,7 @@ def sweep_sync(
     dry_run: bool = False,
     progress: Progress | None = None,
     on_decision: OnDecision | None = None,
+    concurrency: int = 4,
 ) -> SweepReport:
     """Sync twin of :func:`sweep`, on an open :class:`~tether.runtime.SyncRuntime`."""
     coro = sweep(
@@ -302,6 +317,7 @@ def sweep_sync(
         dry_run=dry_run,
         progress=progress,
         on_decision=on_decision,
+        concurrency=concurrency,
     )
     report: SweepReport = runtime._call(coro)  # the runtime's own loop thread runs it
     return report
