@@ -38,7 +38,10 @@ CASES = {
         "tether.demo",
         "tether.cli",
         "tether.compensation",
+        "tether.retention",
     ),
+    "tether.runtime": ("tether.retention", "tether.server", "tether.cli"),
+    "tether.retention": ("tether.server", "tether.cli", "tether.graphs", "tether.crashtest"),
     "tether.crashtest._harness": ("tether.graphs", "tether.demo", "tether.cli"),
     # What the runtime lends the layers below it: they import it, so it imports none of them.
     "tether.boundaries": (

@@ -24,6 +24,7 @@ EXPECTED = {
     "runtime_throughput.py": "ratio = tether / in-process LangGraph",
     "server_throughput.py": "tether / in-process",
     "server_resume.py": "tether first-event p50",
+    "retention_sweep.py": "step latency ratio = during / no sweep",
 }
 
 

@@ -51,6 +51,18 @@ def register(subparsers: Any) -> None:
         help="do not campaign to lead the scheduler (approval expiry, deadlines, crons); "
         "by default one worker per run store leads it",
     )
+    parser.add_argument(
+        "--retention",
+        metavar="FILE",
+        help='a tether.json whose "retention" section the scheduler applies (default: the '
+        "tether.json beside --config, if it has one)",
+    )
+    parser.add_argument(
+        "--no-retention",
+        dest="no_retention",
+        action="store_true",
+        help="do not run the retention sweep, whatever tether.json says",
+    )
     parser.set_defaults(handler=_worker)
 
 
@@ -82,6 +94,22 @@ def _worker(args: argparse.Namespace) -> int:
         step_timeout=args.step_timeout,
         worker_id=args.worker_id,
         scheduler=args.scheduler,
+        retention=_retention(args),
     )
     asyncio.run(worker.run(handle_signals=True))
     return 0
+
+
+def _retention(args: argparse.Namespace) -> Any:
+    """The scheduler's retention job from --retention or the project's tether.json."""
+    from tether.retention import load_policy, project_policy, scheduled_sweep
+
+    if args.no_retention:
+        return None
+    policy = load_policy(args.retention) if args.retention else project_policy(args.config)
+    if policy is None:
+        return None
+    logging.getLogger("tether.retention").info(
+        "retention: %d rules, swept every %s", len(policy.rules), policy.every
+    )
+    return scheduled_sweep(policy)

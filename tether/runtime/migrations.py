@@ -16,7 +16,7 @@ import time
 from typing import Any, NamedTuple
 
 from tether.runtime.errors import RuntimeSchemaError
-from tether.runtime.store import schema_postgres, schema_sqlite
+from tether.runtime.store import schema_postgres, schema_retention, schema_sqlite
 
 __all__ = [
     "LATEST",
@@ -45,6 +45,12 @@ MIGRATIONS: tuple[Migration, ...] = (
         "assistants, threads, runs, run events, crons, workers, fence check",
         schema_postgres.V1,
         schema_sqlite.V1,
+    ),
+    Migration(
+        2,
+        "retention: thread activity index, audit summaries, erasure receipts, prune marks",
+        schema_retention.POSTGRES_V2,
+        schema_retention.SQLITE_V2,
     ),
 )
 LATEST = MIGRATIONS[-1].version

@@ -31,7 +31,7 @@ import time
 from collections.abc import Sequence
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from tether.boundaries import Fence
 from tether.checkpointing import ENV_KEYS, drop_fence, hold_fence, innermost, open_checkpointer
@@ -44,6 +44,9 @@ from tether.runtime.project import Project
 from tether.runtime.saver import TENANT_KEY, RunSaver
 from tether.runtime.store import open_run_store
 from tether.runtime.store.base import Claim, RunStore, WorkerInfo
+
+if TYPE_CHECKING:
+    from tether.runtime.scheduler import Retention
 
 __all__ = ["Worker", "checkpointer_options", "notifier_for", "register_graphs"]
 
@@ -102,6 +105,8 @@ class Worker:
         worker_id: Defaults to ``host:pid:random``.
         scheduler: Campaign to lead the scheduler (:class:`~tether.runtime.scheduler.Scheduler`:
             approval expiry, deadlines, crons, cleanup); one worker leads at a time.
+        retention: The scheduler's retention job, ``async retention(runtime, now)``
+            (e.g. :func:`tether.retention.scheduled_sweep`), run while this worker leads.
         checkpointer_options: Passed to :func:`tether.open_checkpointer`
             (``encryption``, pool sizes, ``key_prefix``, …).
     """
@@ -118,6 +123,7 @@ class Worker:
         step_timeout: float | None = None,
         worker_id: str | None = None,
         scheduler: bool = True,
+        retention: Retention | None = None,
         **checkpointer_options: Any,
     ) -> None:
         if concurrency < 1:
@@ -137,6 +143,7 @@ class Worker:
         self.worker_id = worker_id or new_worker_id()
         self.checkpointer_options = checkpointer_options
         self.scheduler = scheduler
+        self.retention = retention
         self._scheduler_stop = asyncio.Event()
         self._held: dict[str, tuple[RunContext, asyncio.Task[Any]]] = {}
         self._stopping = asyncio.Event()
@@ -316,7 +323,9 @@ class Worker:
             async with Runtime(
                 self.url, checkpoints_url=self.checkpoints_url, **self.checkpointer_options
             ) as runtime:
-                scheduler = Scheduler(runtime, worker_ttl=max(60.0, 10 * self.lease))
+                scheduler = Scheduler(
+                    runtime, worker_ttl=max(60.0, 10 * self.lease), retention=self.retention
+                )
                 running = asyncio.ensure_future(scheduler.run())
                 stop = asyncio.ensure_future(self._scheduler_stop.wait())
                 try:

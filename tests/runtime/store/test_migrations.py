@@ -1,4 +1,4 @@
-"""``setup()``: creates v1, is idempotent and safe to run concurrently, refuses a newer schema."""
+"""``setup()``: creates every version, is idempotent and concurrency-safe, refuses newer ones."""
 
 from __future__ import annotations
 
@@ -25,7 +25,12 @@ TABLES = {
     "tether_cron_fires",
     "tether_workers",
     "tether_runtime_migrations",
+    "tether_audit_summaries",
+    "tether_erasure_receipts",
+    "tether_erasure_receipt_threads",
+    "tether_retention_marks",
 }
+RECORDED = [(m.version, m.description) for m in MIGRATIONS]
 
 
 def _tables(url: str) -> set[str]:
@@ -49,32 +54,32 @@ def _record_version(url: str, version: int) -> None:
     )
 
 
-async def test_setup_creates_version_1_and_records_it(store_url: str) -> None:
+async def test_setup_creates_every_version_and_records_it(store_url: str) -> None:
     async with open_run_store(store_url) as store:
         assert await store.schema_version() == 0
         await store.setup()
-        assert await store.schema_version() == LATEST == 1
+        assert await store.schema_version() == LATEST == 2
     assert _tables(store_url) == TABLES
-    assert _migration_rows(store_url) == [(1, MIGRATIONS[0].description)]
+    assert _migration_rows(store_url) == RECORDED
 
 
 async def test_a_second_setup_is_a_no_op(store_url: str) -> None:
     async with open_run_store(store_url) as store:
         await store.setup()
         await store.setup()
-        assert await store.schema_version() == 1
+        assert await store.schema_version() == LATEST
     async with open_run_store(store_url) as again:
         await again.setup()
-    assert _migration_rows(store_url) == [(1, MIGRATIONS[0].description)]
+    assert _migration_rows(store_url) == RECORDED
 
 
 async def test_two_concurrent_setups_both_succeed(store_url: str) -> None:
     # Two stores are two connections, as two processes would be; the lock
-    # (advisory / BEGIN IMMEDIATE) serialises them and the second finds v1.
+    # (advisory / BEGIN IMMEDIATE) serialises them and the second finds the work done.
     async with open_run_store(store_url) as one, open_run_store(store_url) as two:
         await asyncio.gather(one.setup(), two.setup())
-        assert await one.schema_version() == await two.schema_version() == 1
-    assert _migration_rows(store_url) == [(1, MIGRATIONS[0].description)]
+        assert await one.schema_version() == await two.schema_version() == LATEST
+    assert _migration_rows(store_url) == RECORDED
     assert _tables(store_url) == TABLES
 
 
@@ -89,7 +94,7 @@ async def test_a_database_newer_than_the_code_is_refused(store_url: str) -> None
         f"the run store's database schema is v{LATEST + 2}, newer than this tether "
         f"(knows v{LATEST}); upgrade tether"
     )
-    assert [v for v, _ in _migration_rows(store_url)] == [1, LATEST + 2]
+    assert [v for v, _ in _migration_rows(store_url)] == [1, 2, LATEST + 2]
 
 
 @pytest.mark.parametrize(

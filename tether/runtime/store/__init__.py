@@ -29,6 +29,7 @@ from tether.runtime.store.base import (
     WorkerInfo,
 )
 from tether.runtime.store.resealing import ResealCounts
+from tether.runtime.store.retention import RetentionPlane, SubjectKind, ThreadActivity
 
 __all__ = [
     "KEEP",
@@ -40,7 +41,10 @@ __all__ = [
     "NewRun",
     "Outcome",
     "ResealCounts",
+    "RetentionPlane",
     "RunStore",
+    "SubjectKind",
+    "ThreadActivity",
     "WorkerInfo",
     "open_run_store",
 ]

@@ -47,6 +47,7 @@ from tether.runtime.store.encoding import dumps
 from tether.runtime.store.postgres_crons import PostgresCronHooks
 from tether.runtime.store.postgres_edits import PostgresEditHooks
 from tether.runtime.store.postgres_worker import Cursor, insert_events
+from tether.runtime.store.retention import RetentionPlane, Statement
 from tether.runtime.store.rows import POSTGRES, Dialect
 from tether.runtime.store.sealing import Sealer
 from tether.runtime.store.validation import ValidRun
@@ -108,7 +109,7 @@ async def _one(cur: Cursor) -> DictRow:
     return row
 
 
-class PostgresRunStore(PostgresEditHooks, PostgresCronHooks, CronPlane):
+class PostgresRunStore(PostgresEditHooks, PostgresCronHooks, CronPlane, RetentionPlane):
     """The run store on PostgreSQL. Open it with ``open_run_store("postgresql://…")``."""
 
     dialect: Literal["postgres"] = "postgres"
@@ -436,3 +437,12 @@ class PostgresRunStore(PostgresEditHooks, PostgresCronHooks, CronPlane):
         async with self._tx() as cur:
             await cur.execute(sql, params)
             return cur.rowcount
+
+    async def _execute_all(self, statements: Sequence[Statement]) -> builtins.list[int]:
+        """Write statements in one transaction; the rows each changed."""
+        counts = []
+        async with self._tx() as cur:
+            for sql, params in statements:
+                await cur.execute(sql, params)
+                counts.append(cur.rowcount)
+        return counts

@@ -41,6 +41,7 @@ from tether.runtime.store.base import Created, NewEvent
 from tether.runtime.store.control import NewAssistant
 from tether.runtime.store.crons import CronPlane
 from tether.runtime.store.encoding import dumps
+from tether.runtime.store.retention import RetentionPlane, Statement
 from tether.runtime.store.rows import SQLITE, Dialect
 from tether.runtime.store.sealing import Sealer
 from tether.runtime.store.sqlite_crons import SqliteCronHooks
@@ -205,7 +206,7 @@ def _resume(
     return _run(db, run_id)
 
 
-class SqliteRunStore(SqliteEditHooks, SqliteCronHooks, CronPlane):
+class SqliteRunStore(SqliteEditHooks, SqliteCronHooks, CronPlane, RetentionPlane):
     """The run store on SQLite. Open it with ``open_run_store("sqlite:///path")``."""
 
     dialect: Literal["sqlite"] = "sqlite"
@@ -400,3 +401,9 @@ class SqliteRunStore(SqliteEditHooks, SqliteCronHooks, CronPlane):
     async def _execute(self, sql: str, params: Sequence[Any]) -> int:
         """One write statement in its own transaction; the rows it changed."""
         return await self._write(lambda db, now: db.execute(sql, params).rowcount)
+
+    async def _execute_all(self, statements: Sequence[Statement]) -> builtins.list[int]:
+        """Write statements in one transaction; the rows each changed."""
+        return await self._write(
+            lambda db, now: [db.execute(sql, params).rowcount for sql, params in statements]
+        )
