@@ -94,7 +94,10 @@ async def test_the_sweep_leaves_exactly_what_the_policy_says(
                     "state": "done",
                 }
             ]
-            assert summary["step_chain_head"] is not None
+            head = summary["step_chain_head"]
+            assert head is not None
+            assert len(head["link"]) == 64
+            assert head["index"] >= 0
             assert marker(thread_id) not in str(summary)
         (expired,) = (await audit_trail(world.runtime.store, "i-expired")).summaries
         assert [(a["outcome"], a["args_sha256"]) for a in expired["approvals"]] == [

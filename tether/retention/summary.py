@@ -15,16 +15,16 @@ model output, no tool argument. Its fields (version 1):
   the outcome (``approved``, ``rejected``, ``edited``, ``expired``, …);
 - ``tool_effects``: each durable tool call's tool, idempotency key, arguments
   hash and state;
-- ``step_chain_head``: the SHA-256 of the canonical JSON of the thread's last
-  step record, or ``None`` when its step log is empty. It pins the log's end:
-  a log whose last record no longer hashes to it was changed or cut.
+- ``step_chain_head``: the head of the thread's step-log hash chain
+  (:func:`tether.steps.chain_head`: ``{"index", "link"}``), or ``None`` when no
+  step is chained. ``tether audit verify`` checks a log against it, so a log
+  later cut short or deleted whole no longer reaches it.
 - ``summary_sha256``: the SHA-256 of the canonical JSON of every other field.
 """
 
 from __future__ import annotations
 
 import hashlib
-import json
 from datetime import UTC, datetime
 from typing import Any
 
@@ -105,17 +105,6 @@ def _step_counts(steps: list[dict[str, Any]]) -> dict[str, Any]:
     }
 
 
-def chain_head(steps: list[dict[str, Any]]) -> str | None:
-    """The SHA-256 of the last step record's canonical JSON (``None``: no steps)."""
-    if not steps:
-        return None
-    try:
-        text = canonical_json(steps[-1])
-    except Exception:  # a record with a value canonical JSON refuses: hash its plain JSON
-        text = json.dumps(steps[-1], sort_keys=True, separators=(",", ":"), default=repr)
-    return sha256_text(text)
-
-
 def _approval_entry(view: ApprovalView) -> dict[str, Any]:
     request, decision = view.request, view.decision or {}
     who = decision.get("by")
@@ -144,6 +133,7 @@ async def build_summary(
     steps = await records.steps(thread.thread_id)
     approvals = await list_approvals(saver, thread_id=thread.thread_id, status=None)
     tools = await records.list("tool", thread_id=thread.thread_id)
+    head = await records.chain_head(thread.thread_id)
     doc: dict[str, Any] = {
         "version": SUMMARY_VERSION,
         "thread_id": thread.thread_id,
@@ -164,6 +154,6 @@ async def build_summary(
             }
             for t in tools
         ],
-        "step_chain_head": chain_head(steps),
+        "step_chain_head": None if head is None else {"index": head.index, "link": head.link},
     }
     return with_digest(doc, "summary_sha256")
