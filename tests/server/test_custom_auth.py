@@ -206,5 +206,10 @@ async def test_the_step_log_route_is_scoped_like_the_thread(base: str) -> None:
     for other in (bob, tina):
         assert await status_of(other.http.get(f"/threads/{thread_id}/steps")) == 404
         assert await status_of(other.http.post(f"/threads/{thread_id}/replay", json={})) == 404
+    # replaying runs the graph's code: reading the thread is not enough
+    viewer = as_user(base, "alice-viewer")
+    assert await viewer.http.get(f"/threads/{thread_id}/steps") == {"steps": []}
+    assert await status_of(viewer.http.post(f"/threads/{thread_id}/replay", json={})) == 403
+    assert await status_of(viewer.runs.create(thread_id, "echo", input={})) == 403
     async with httpx.AsyncClient(base_url=base) as http:
         assert (await http.get(f"/threads/{thread_id}/steps")).status_code == 401

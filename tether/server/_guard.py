@@ -357,6 +357,11 @@ class GuardedStore:
             raise ThreadNotFoundError(f"no thread {thread_id!r} for this user")
         return value
 
+    async def check_thread(self, thread_id: str, action: str, *, tenant: str = "") -> None:
+        """Raise unless the handler for ``threads.<action>`` lets the caller at the thread
+        (for a route that acts on a thread without a run store call of that action)."""
+        await self._thread_for(thread_id, tenant, action, {})
+
     async def update_thread(
         self, thread_id: str, *, tenant: str = "", metadata: Mapping[str, Any]
     ) -> Thread:
@@ -461,6 +466,10 @@ class GuardedServed(Served):
     """:class:`Served` for one caller of an ``auth.path`` project."""
 
     guard: GuardedStore | None = None
+
+    async def authorize_thread(self, thread_id: str, action: str) -> None:
+        if self.guard is not None:
+            await self.guard.check_thread(thread_id, action, tenant=self.runtime.tenant)
 
 
 def guarded(served: Served, caller: Caller, auth: CustomAuth) -> Served:

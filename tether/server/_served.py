@@ -40,6 +40,10 @@ class Served:
     runtime: Runtime
     project: projects.Project
 
+    async def authorize_thread(self, thread_id: str, action: str) -> None:
+        """Raise unless the caller may do ``threads.<action>`` on the thread (``auth.path``
+        projects check their handlers; tenants are checked by the runtime's reads)."""
+
     # -- threads ----------------------------------------------------------------------------
 
     async def thread_graph(self, thread: Thread) -> str | None:
@@ -103,6 +107,8 @@ class Served:
         so the thread and the run store are left as they were.
         """
         thread = await self.runtime.get_thread(thread_id)
+        # it runs the graph's node code (plain tools included): as much as starting a run
+        await self.authorize_thread(thread_id, "create_run")
         graph_id = await self.thread_graph(thread)
         if graph_id is None or graph_id not in self.project.graph_ids:
             raise ApiError(409, f"thread {thread_id!r} has no graph of this project to replay")

@@ -1,5 +1,6 @@
 """A project's custom auth, as LangGraph's docs write one: who is the ``x-user`` header,
-everything a user makes is theirs (``owner``), only admins delete threads."""
+everything a user makes is theirs (``owner``), only admins delete threads, read-only users
+start no runs."""
 
 from __future__ import annotations
 
@@ -11,6 +12,8 @@ auth = Auth()
 
 USERS: dict[str, dict[str, Any]] = {
     "alice": {"identity": "alice", "permissions": ["approver"]},
+    # alice's identity, allowed to read her threads but not to run anything on them
+    "alice-viewer": {"identity": "alice", "permissions": ["read-only"]},
     "bob": {"identity": "bob", "permissions": []},
     "root": {"identity": "root", "permissions": ["admin"]},
     "tina": {"identity": "tina", "permissions": [], "tenant": "other-company"},
@@ -39,6 +42,15 @@ async def owner_only(ctx: Auth.types.AuthContext, value: dict[str, Any]) -> dict
     if isinstance(metadata, dict):
         metadata["owner"] = ctx.user.identity
     return {"owner": ctx.user.identity}
+
+
+@auth.on.threads.create_run
+async def runs_need_more_than_reading(
+    ctx: Auth.types.AuthContext, value: dict[str, Any]
+) -> dict[str, str] | bool:
+    if "read-only" in ctx.permissions:
+        return False
+    return await owner_only(ctx, value)
 
 
 @auth.on.threads.delete
