@@ -170,7 +170,7 @@ class Execution:
                 to_json(state.values), state.next, state.interrupts, state.tasks
             )
         except RunCancelledError as stop:
-            return await self._cancelled(graph, run, config, stop, (ctx, loaded))
+            return await self._cancelled((graph, loaded), run, config, stop, ctx)
         except Exception as error:
             if isinstance(error, RunStopped | FenceLostError) or not compensating_graph(loaded):
                 raise
@@ -178,17 +178,18 @@ class Execution:
 
     async def _cancelled(
         self,
-        graph: Any,
+        graphs: tuple[Any, Any],
         run: Run,
         config: dict[str, Any],
         stop: RunCancelledError,
-        compensating: tuple[RunContext, Any] | None = None,
+        ctx: RunContext,
     ) -> Outcome:
+        """``graphs`` as :meth:`_drive` takes them; the project's says if the run compensates."""
+        graph, loaded = graphs
         config["configurable"].pop("checkpoint_id", None)
         reason = stop.reason or ""
         if stop.action == "rollback":
-            if compensating is not None and compensating_graph(compensating[1]):
-                ctx, loaded = compensating
+            if compensating_graph(loaded):
                 # Before the rollback deletes the run's records: they say what it did.
                 why = f"cancelled with rollback: {reason}" if reason else "cancelled with rollback"
                 done = await self._compensate(loaded, run, config, ctx, why)
