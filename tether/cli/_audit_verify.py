@@ -1,4 +1,6 @@
-"""``tether audit verify``: check the step log's hash chain of one thread or of all."""
+"""``tether audit verify``: check the step log's hash chain of one thread or of all.
+
+Registered by :mod:`tether.cli.audit` with the rest of the ``audit`` group."""
 
 from __future__ import annotations
 
@@ -7,15 +9,13 @@ import asyncio
 from typing import Any
 
 from tether.checkpointing import open_checkpointer
-from tether.cli._groups import command_group
 from tether.store import ChainReport, store_for
 
-__all__ = ["register"]
+__all__ = ["register_action"]
 
 
-def register(subparsers: Any) -> None:
-    """Add ``tether audit verify`` (to the ``audit`` group, whichever module creates it)."""
-    commands = command_group(subparsers, "audit", "audit trail: verify the step log")
+def register_action(commands: Any) -> None:
+    """Add ``verify`` to the ``audit`` group's subcommands."""
     verify = commands.add_parser(
         "verify",
         help="check each step log's hash chain; say where it breaks",
