@@ -15,6 +15,7 @@ import pytest
 
 from tests.langgraph_suite.runner import (
     EXPECTED_TESTS,
+    RUN_TIMEOUT,
     run_variant,
     selected_variants,
 )
@@ -33,6 +34,7 @@ def langgraph_tests() -> Path:
         pytest.skip(f"LangGraph's tests are unavailable (set CI=1 to make this fatal): {exc}")
 
 
+@pytest.mark.timeout(RUN_TIMEOUT + 300)
 @pytest.mark.parametrize("variant", selected_variants())
 def test_langgraph_suite(
     variant: str,
