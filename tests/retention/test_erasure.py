@@ -7,7 +7,7 @@ from pathlib import Path
 import pytest
 
 from tests.backends import Backend
-from tests.retention.world import NOW, marker, open_world, seed
+from tests.retention.world import GRAPH, NOW, marker, open_world, seed
 from tether.retention import ErasureError, audit_trail, erase
 from tether.retention.summary import sha256_text
 
@@ -31,6 +31,7 @@ async def test_erasing_a_user_leaves_nothing_of_theirs(backend: Backend, tmp_pat
             "runs": 2,
             "run_events": receipt.counts["run_events"],
             "crons": 0,
+            "assistants": 0,
             "checkpoints": 6,
             "steps": 2,
             "approvals": 1,
@@ -48,6 +49,17 @@ async def test_erasing_a_tenant_or_a_thread(backend: Backend, tmp_path: Path) ->
         await seed(world, "acme-2", "pending", days=1, tenant="acme")  # a live run goes too
         await seed(world, "other", "error", days=1)
         await seed(world, "lone", "success", days=1)
+        store = world.runtime.store
+        kept_assistant = await store.put_assistant(GRAPH, name="shared", tenant="other")
+        assistant = await store.put_assistant(
+            GRAPH, tenant="acme", name="acme's", metadata={"note": marker("acme-assistant")}
+        )
+        await store.create_cron(  # a thread-less cron of the tenant
+            assistant.assistant_id,
+            "0 0 1 1 *",
+            tenant="acme",
+            payload={"input": {"note": marker("acme-cron")}},
+        )
         by_tenant = await erase(world.runtime, tenant="acme")
         by_thread = await erase(world.runtime, thread="lone")
         again = await erase(world.runtime, thread="lone")  # idempotent: nothing more to find
@@ -55,7 +67,11 @@ async def test_erasing_a_tenant_or_a_thread(backend: Backend, tmp_path: Path) ->
         raw = await world.raw()
         assert [t for t in ("acme-1", "acme-2", "lone") if marker(t) in raw] == []
         assert marker("other") in raw
+        assert [m for m in ("acme-assistant", "acme-cron") if marker(m) in raw] == []
+        assert kept_assistant.assistant_id in raw
         assert (by_tenant.counts["threads"], by_tenant.counts["runs"]) == (2, 2)
+        assert (by_tenant.counts["crons"], by_tenant.counts["assistants"]) == (1, 1)
+        assert by_tenant.tenant_sha256 == sha256_text("acme")
         assert (by_thread.counts["threads"], by_thread.counts["checkpoints"]) == (1, 3)
         assert (again.counts["threads"], again.counts["checkpoints"]) == (0, 0)
         trail = await audit_trail(world.runtime.store, "lone")

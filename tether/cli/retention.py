@@ -98,6 +98,13 @@ def _run(args: argparse.Namespace) -> int:
             print(f"tether: error: --now {args.now!r} needs a UTC offset", file=sys.stderr)
             return 2
     policy = load_policy(Path(args.policy))
+    from tether.retention.probe import NoRunStoreError, check_run_store
+
+    try:
+        asyncio.run(check_run_store(args.url))
+    except NoRunStoreError as exc:
+        print(f"tether: error: {exc}", file=sys.stderr)
+        return 2
 
     async def main() -> Any:
         async with Runtime(args.url, checkpoints_url=args.checkpoints_url) as rt:

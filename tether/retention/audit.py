@@ -36,12 +36,19 @@ class AuditTrail:
         return {"thread_id": self.thread_id, "summaries": self.summaries, "receipts": self.receipts}
 
 
-async def audit_trail(store: RunStore, thread_id: str) -> AuditTrail:
-    """The summaries and erasure receipts of ``thread_id`` (any tenant)."""
+async def audit_trail(store: RunStore, thread_id: str, *, tenant: str | None = None) -> AuditTrail:
+    """The summaries and erasure receipts of ``thread_id`` (any tenant).
+
+    ``tenant`` keeps only that tenant's: the summaries of its threads, and the
+    receipts of erasures of its data (their ``tenant_sha256``).
+    """
     plane = retention_plane(store)
     summaries = [
         {"state": state, **json.loads(text)}
         for state, text in await plane.audit_summaries(thread_id)
     ]
     receipts = [json.loads(text) for text in await plane.receipts_for(sha256_text(thread_id))]
+    if tenant is not None:
+        summaries = [s for s in summaries if s.get("tenant_id") == tenant]
+        receipts = [r for r in receipts if r.get("tenant_sha256") == sha256_text(tenant)]
     return AuditTrail(thread_id, summaries, receipts)

@@ -9,6 +9,14 @@ nothing more), then its checkpoints once more (anything a worker wrote in
 between) and its audit summaries. A request killed half way is safe to repeat:
 the row goes last, so the same request finds the thread again.
 
+Erasing a tenant also deletes what it keeps outside its threads: its
+thread-less crons and its assistants (not the graphs' system assistants, which
+every tenant shares).
+
+``within=TENANT`` confines an erasure to one tenant (the HTTP API's, whose
+caller acts for a tenant): a thread of another tenant is not touched, a user's
+threads are those of the tenant only, and naming another tenant is refused.
+
 It returns an :class:`ErasureReceipt` (what went, counts, when, a hash) and
 keeps it in the audit store. The receipt names nothing in clear: the subject
 and each erased thread appear as SHA-256 hashes of their ids, so ``tether audit
@@ -41,6 +49,7 @@ COUNTED = (
     "runs",
     "run_events",
     "crons",
+    "assistants",
     "checkpoints",
     "steps",
     "approvals",
@@ -59,6 +68,9 @@ class ErasureReceipt:
         receipt_id: Its id.
         subject_kind: ``thread``, ``tenant`` or ``user``.
         subject_sha256: SHA-256 of the subject's id.
+        tenant_sha256: SHA-256 of the tenant whose data went: the one named, the
+            ``within`` tenant, or the one tenant every erased thread was of;
+            ``None`` when the erasure spanned tenants or found no thread.
         threads: SHA-256 of each erased thread's id.
         counts: How many of each thing went (see :data:`COUNTED`).
         requested_at: When the erasure started (ISO 8601, UTC).
@@ -69,6 +81,7 @@ class ErasureReceipt:
     receipt_id: str
     subject_kind: str
     subject_sha256: str
+    tenant_sha256: str | None
     threads: tuple[str, ...]
     counts: dict[str, int]
     requested_at: str
@@ -80,6 +93,7 @@ class ErasureReceipt:
             "receipt_id": self.receipt_id,
             "subject_kind": self.subject_kind,
             "subject_sha256": self.subject_sha256,
+            "tenant_sha256": self.tenant_sha256,
             "threads": list(self.threads),
             "counts": dict(self.counts),
             "requested_at": self.requested_at,
@@ -93,6 +107,7 @@ class ErasureReceipt:
             receipt_id=data["receipt_id"],
             subject_kind=data["subject_kind"],
             subject_sha256=data["subject_sha256"],
+            tenant_sha256=data.get("tenant_sha256"),
             threads=tuple(data["threads"]),
             counts=dict(data["counts"]),
             requested_at=data["requested_at"],
@@ -167,30 +182,46 @@ async def erase_store(
     user: str | None = None,
     now: datetime | None = None,
     keep_for: timedelta | None = None,
+    within: str | None = None,
 ) -> ErasureReceipt:
     """:func:`erase` on an open run store and its workers' checkpointer."""
     kind, value = subject_of(thread, tenant, user)
+    if within is not None and kind == "tenant" and value != within:
+        raise ErasureError(
+            f"an erasure confined to tenant {within!r} cannot erase tenant {value!r}"
+        )
     plane = retention_plane(store)
     started = now or datetime.now(UTC)
     counts = dict.fromkeys(COUNTED, 0)
     hashes: list[str] = []
+    tenants: set[str] = set()
     if kind == "thread" and await plane.thread_activity(value) is None:
         # No row (already deleted, or never in the run store): its checkpoints may remain.
         await saver.adelete_thread(value)
-        counts["audit_summaries"] = await plane.delete_audit_summaries(value)
+        counts["audit_summaries"] = await plane.delete_audit_summaries(value, tenant=within)
         hashes.append(sha256_text(value))
     after = ""
     while page := await plane.subject_threads(kind, value, after=after, limit=_PAGE):
         after = page[-1].thread_id
         for found in page:
+            if within is not None and found.tenant_id != within:
+                continue
             await _erase_thread(plane, store, saver, found, counts)
             hashes.append(sha256_text(found.thread_id))
+            tenants.add(found.tenant_id)
+    if kind == "tenant":
+        for name, deleted in (await plane.delete_tenant_rows(value)).items():
+            counts[name] += deleted
+    scope = value if kind == "tenant" else within
+    if scope is None and len(tenants) == 1:
+        scope = next(iter(tenants))
     completed = datetime.now(UTC) if now is None else started
     doc = with_digest(
         {
             "receipt_id": uuid.uuid4().hex,
             "subject_kind": kind,
             "subject_sha256": sha256_text(value),
+            "tenant_sha256": None if scope is None else sha256_text(scope),
             "threads": hashes,
             "counts": counts,
             "requested_at": started.isoformat(),
@@ -216,6 +247,7 @@ async def erase(
     user: str | None = None,
     now: datetime | None = None,
     keep_for: timedelta | None = None,
+    within: str | None = None,
 ) -> ErasureReceipt:
     """Delete everything tether stored for one subject; the receipt (also stored).
 
@@ -226,9 +258,10 @@ async def erase(
         user: Erase every thread whose metadata ``owner`` or ``user_id`` is this.
         now: The receipt's time (default: now).
         keep_for: How long the receipt is kept (default: forever).
+        within: Confine the erasure to this tenant (see the module docstring).
 
     Raises:
-        ErasureError: not exactly one subject.
+        ErasureError: not exactly one subject, or ``tenant`` other than ``within``.
     """
     subject_of(thread, tenant, user)  # refuse before opening the checkpointer
     saver = await runtime.checkpointer()
@@ -240,6 +273,7 @@ async def erase(
         user=user,
         now=now,
         keep_for=keep_for,
+        within=within,
     )
 
 
@@ -251,10 +285,17 @@ def erase_sync(
     user: str | None = None,
     now: datetime | None = None,
     keep_for: timedelta | None = None,
+    within: str | None = None,
 ) -> ErasureReceipt:
     """Sync twin of :func:`erase`, on an open :class:`~tether.runtime.SyncRuntime`."""
     coro = erase(
-        runtime.runtime, thread=thread, tenant=tenant, user=user, now=now, keep_for=keep_for
+        runtime.runtime,
+        thread=thread,
+        tenant=tenant,
+        user=user,
+        now=now,
+        keep_for=keep_for,
+        within=within,
     )
     receipt: ErasureReceipt = runtime._call(coro)  # the runtime's own loop thread runs it
     return receipt

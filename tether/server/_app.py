@@ -28,6 +28,7 @@ from tether.server import (
     _threads,
     _unsupported,
     _v1,
+    _v1_erasure,
     inbox,
 )
 from tether.server._authn import (
@@ -167,6 +168,7 @@ def _add_routes(app: FastAPI) -> None:
     app.include_router(_thread_stream.router)
     app.include_router(_store.router)
     app.include_router(_v1.router)
+    app.include_router(_v1_erasure.router)
     app.include_router(inbox.api_router)
     app.include_router(inbox.pages_router)
     app.include_router(_unsupported.router)  # last: a real route always wins

@@ -318,11 +318,42 @@ SELECT (SELECT COUNT(*) FROM tether_runs WHERE thread_id = ?) AS runs,
         )
         return [(row["state"], row["summary"]) for row in rows]
 
-    async def delete_audit_summaries(self, thread_id: str) -> int:
-        """Delete the thread's summaries (an erasure of the thread); how many."""
+    async def delete_audit_summaries(self, thread_id: str, *, tenant: str | None = None) -> int:
+        """Delete the thread's summaries (an erasure of the thread), only those of
+        ``tenant`` if given; how many."""
+        if tenant is None:
+            return await self._execute(
+                self._sql("DELETE FROM tether_audit_summaries WHERE thread_id = ?"), [thread_id]
+            )
         return await self._execute(
-            self._sql("DELETE FROM tether_audit_summaries WHERE thread_id = ?"), [thread_id]
+            self._sql("DELETE FROM tether_audit_summaries WHERE thread_id = ? AND tenant_id = ?"),
+            [thread_id, tenant],
         )
+
+    async def delete_tenant_rows(self, tenant: str) -> dict[str, int]:
+        """Delete what a tenant keeps outside its threads: its thread-less crons and its
+        assistants (with their versions), not the graphs' system assistants every tenant
+        shares. How many of each (``crons``, ``assistants``), in one transaction."""
+        if self.dialect == "sqlite":
+            system = "json_extract(metadata, '$.created_by') = 'system'"
+        else:
+            system = "metadata->>'created_by' = 'system'"
+        crons, assistants = await self._execute_all(
+            [
+                (
+                    self._sql("DELETE FROM tether_crons WHERE tenant_id = ? AND thread_id IS NULL"),
+                    [tenant],
+                ),
+                (
+                    self._sql(
+                        f"DELETE FROM tether_assistants WHERE tenant_id = ? "
+                        f"AND NOT COALESCE({system}, FALSE)"
+                    ),
+                    [tenant],
+                ),
+            ]
+        )
+        return {"crons": crons, "assistants": assistants}
 
     async def expire_audit(self, now: datetime, *, limit: int = 500) -> int:
         """Delete up to ``limit`` finished summaries and receipts past their ``keep_until``."""
