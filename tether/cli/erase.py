@@ -43,6 +43,14 @@ def _erase(args: argparse.Namespace) -> int:
     if not args.url:
         print("tether: error: --url (or $TETHER_URL) is required", file=sys.stderr)
         return 2
+    if args.thread is None:  # a thread id is erased even where only a checkpointer kept it
+        from tether.retention.probe import NoRunStoreError, check_run_store
+
+        try:
+            asyncio.run(check_run_store(args.url, "erasing a tenant or a user"))
+        except NoRunStoreError as exc:
+            print(f"tether: error: {exc}", file=sys.stderr)
+            return 2
 
     async def main() -> Any:
         async with Runtime(args.url, checkpoints_url=args.checkpoints_url) as rt:

@@ -27,20 +27,20 @@ class NoRunStoreError(RetentionError):
     """The database holds no tether run store (maybe only a checkpointer's tables)."""
 
 
-def _message(url: str, checkpoints: bool) -> str:
+def _message(url: str, checkpoints: bool, doing: str) -> str:
     where = redact(url)
     if checkpoints:
         return (
             f"{where} holds LangGraph checkpoints but no tether run store (no {_RUN_STORE} "
-            "table): retention sweeps the threads the run store records (tether serve, "
-            "tether worker or tether.runtime.Runtime on this database), and threads kept only "
-            "by a checkpointer are not tracked. Point --url at the run store (and "
-            "--checkpoints-url at this database if the checkpoints live apart), or erase such "
-            "a thread with `tether erase --thread T`"
+            f"table): {doing} finds threads through the run store, which tether serve, tether "
+            "worker and tether.runtime.Runtime keep; threads kept only by a checkpointer are "
+            "not tracked. Point --url at the run store (and --checkpoints-url at this "
+            "database if the checkpoints live apart), or erase such a thread by its id with "
+            "`tether erase --thread T`"
         )
     return (
-        f"{where} holds no tether run store (no {_RUN_STORE} table): nothing to sweep. "
-        "Point --url at the database tether serve or tether worker use"
+        f"{where} holds no tether run store (no {_RUN_STORE} table), so {doing} would find "
+        "nothing. Point --url at the database tether serve and tether worker use"
     )
 
 
@@ -67,8 +67,10 @@ async def _postgres_tables(url: str) -> set[str]:
         return {str(name) for (name,) in await cursor.fetchall()}
 
 
-async def check_run_store(url: str) -> None:
+async def check_run_store(url: str, doing: str = "retention") -> None:
     """Raise :class:`NoRunStoreError` unless ``url`` holds a tether run store.
+
+    ``doing`` names what needs it, in the message.
 
     Raises:
         NoRunStoreError: no ``tether_threads`` table; the message says whether the
@@ -88,4 +90,4 @@ async def check_run_store(url: str) -> None:
     else:
         return  # not a run store URL at all: opening it says so
     if _RUN_STORE not in tables:
-        raise NoRunStoreError(_message(url, _CHECKPOINTS in tables))
+        raise NoRunStoreError(_message(url, _CHECKPOINTS in tables, doing))
