@@ -32,7 +32,7 @@ from tether.retention.erasure import erase_store
 from tether.retention.errors import ErasureError
 from tether.retention.plane import retention_plane
 from tether.retention.summary import sha256_text
-from tether.runtime import InvalidRunRequestError, NotFoundError, Runtime, ids
+from tether.runtime import InvalidRunRequestError, Runtime, ids
 from tether.server._errors import ApiError
 from tether.server._identity import User, current_user
 from tether.server._paths import path_id
@@ -132,19 +132,16 @@ def _app_runtime(request: Request) -> Runtime:
 
 
 async def _own_thread(srv: Served, runtime: Runtime, user: User, thread_id: str) -> None:
-    """Raise 404 unless the thread is the caller's: in its tenant (and allowed by the
-    ``threads.delete`` handler), or gone and audited for its tenant."""
-    rt = tenant_runtime(srv.runtime, user)
-    try:
-        await rt.get_thread(thread_id)
-    except NotFoundError:
-        pass
-    else:
+    """Raise 404 unless the thread is the caller's: in its tenant (and, with an
+    ``auth.path``, allowed by the ``threads.delete`` handler), or gone and audited
+    for its tenant."""
+    missing = ApiError(404, f"no thread {thread_id!r} for this tenant")
+    found = await retention_plane(runtime.store).thread_activity(thread_id)
+    if found is not None:
+        if found.tenant_id != user.tenant:
+            raise missing
         await srv.authorize_thread(thread_id, "delete")
         return
-    missing = ApiError(404, f"no thread {thread_id!r} for this tenant")
-    if await retention_plane(runtime.store).thread_activity(thread_id) is not None:
-        raise missing  # another tenant's, or hidden by the handlers
     if (await audit_trail(runtime.store, thread_id, tenant=user.tenant)).empty:
         raise missing
 

@@ -16,6 +16,8 @@ USERS: dict[str, dict[str, Any]] = {
     "alice-viewer": {"identity": "alice", "permissions": ["read-only"]},
     "bob": {"identity": "bob", "permissions": []},
     "root": {"identity": "root", "permissions": ["admin"]},
+    # may erase (the /v1/erasure role), but the threads.delete handler wants an admin
+    "dpo": {"identity": "dpo", "permissions": ["erasure"]},
     "tina": {"identity": "tina", "permissions": [], "tenant": "other-company"},
 }
 
