@@ -3,6 +3,7 @@ an ``auth.path`` user's permissions and its ``threads.delete`` handler; never a 
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -12,18 +13,26 @@ import pytest
 from tests.backends import Backend
 from tests.retention.world import marker, open_world, seed
 from tests.server.conftest import ServeProcess, _store_url
-from tests.server.test_apikeys import new_key
 from tether.retention.summary import sha256_text
+from tether.server.apikeys import open_key_store
 
 AUTH_PROJECT = Path(__file__).parent / "authproject" / "langgraph.json"
+
+
+async def _keys(url: str, *wanted: tuple[str, ...]) -> list[str]:
+    """A key for each ``(user, tenant, *roles)``, made as ``tether apikeys create`` does."""
+    async with open_key_store(url) as keys:
+        return [
+            (await keys.create(user=user, tenant=tenant, roles=roles)).secret
+            for user, tenant, *roles in wanted
+        ]
 
 
 @pytest.fixture(params=["sqlite", "postgres"])
 def keyed(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[tuple[str, Backend, Path]]:
     with _store_url(request, request.param, tmp_path) as url:
         process = ServeProcess(url, tmp_path, ("--workers", "0"), auth=())
-        key = new_key(url, "bootstrap", "acme", tmp_path)  # the server needs one key to start
-        assert key
+        asyncio.run(_keys(url, ("bootstrap", "acme")))  # the server needs a key to start
         try:
             process.start()
             yield process.base, Backend(request.param, url), tmp_path
@@ -33,9 +42,12 @@ def keyed(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[tuple[str,
 
 async def test_api_keys_roles_and_tenant_decide(keyed: tuple[str, Backend, Path]) -> None:
     base, backend, workdir = keyed
-    admin = new_key(backend.url, "root", "acme", workdir, "admin")
-    plain = new_key(backend.url, "pat", "acme", workdir, "approver")
-    globex = new_key(backend.url, "ola", "globex", workdir, "erasure")
+    admin, plain, globex = await _keys(
+        backend.url,
+        ("root", "acme", "admin"),
+        ("pat", "acme", "approver"),
+        ("ola", "globex", "erasure"),
+    )
     async with open_world(backend, workdir) as world:
         await seed(world, "k-1", "success", days=1, tenant="acme")
     async with httpx.AsyncClient(base_url=base, timeout=60) as http:
