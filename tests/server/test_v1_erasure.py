@@ -215,6 +215,17 @@ async def test_unknown_ids_and_unknown_callers(http: httpx.AsyncClient) -> None:
     assert "the limit is 255" in long_id.text
 
 
+def test_the_openapi_document_describes_erasure() -> None:
+    paths = DOCUMENT["paths"]
+    assert set(paths["/v1/erasure"]["post"]["responses"]) == {"201", "401", "403", "404", "422"}
+    assert "get" in paths["/v1/erasure/{receipt_id}"]
+    assert "get" in paths["/v1/audit/threads/{thread_id}"]
+    body = DOCUMENT["components"]["schemas"]["ErasureBody"]
+    assert set(body["properties"]) == {"thread_id", "tenant", "user"}
+    assert body["additionalProperties"] is False
+    assert {"ReceiptOut", "AuditOut", "Refusal"} <= set(DOCUMENT["components"]["schemas"])
+
+
 ERASURE_OPS = schemathesis.openapi.from_dict(DOCUMENT).include(path_regex="^/v1/(erasure|audit)")
 FUZZER = {"x-tether-user": "fz", "x-tether-roles": "erasure", "x-tether-tenant": "fuzzed"}
 

@@ -114,6 +114,22 @@ class AuditOut(BaseModel):
     receipts: list[ReceiptOut] = Field(description="The receipts of erasures that deleted it.")
 
 
+class Refusal(BaseModel):
+    """Why the request was refused."""
+
+    detail: str
+
+
+def _refusals(*statuses: int) -> dict[int | str, dict[str, Any]]:
+    said = {
+        401: "No known caller.",
+        403: "The caller lacks the role 'admin' or 'erasure', names another tenant, or an "
+        "auth.path handler refuses.",
+        404: "Not in the caller's tenant (or unknown).",
+    }
+    return {s: {"model": Refusal, "description": said[s]} for s in statuses}
+
+
 def _check_role(user: User) -> None:
     if not ERASURE_ROLES & set(user.roles):
         held = ", ".join(user.roles) or "none"
@@ -146,7 +162,9 @@ async def _own_thread(srv: Served, runtime: Runtime, user: User, thread_id: str)
         raise missing
 
 
-@router.post("/erasure", status_code=201, response_model=ReceiptOut)
+@router.post(
+    "/erasure", status_code=201, response_model=ReceiptOut, responses=_refusals(401, 403, 404)
+)
 async def create_erasure(
     body: ErasureBody, user: UserDep, srv: Srv, request: Request
 ) -> ReceiptOut:
@@ -182,7 +200,7 @@ def _checked(value: str, what: str) -> str:
         raise ApiError(422, str(exc)) from None
 
 
-@router.get("/erasure/{receipt_id}", response_model=ReceiptOut)
+@router.get("/erasure/{receipt_id}", response_model=ReceiptOut, responses=_refusals(401, 403, 404))
 async def get_erasure(receipt_id: str, user: UserDep, request: Request) -> ReceiptOut:
     """A receipt of an erasure of the caller's tenant."""
     _check_role(user)
@@ -194,7 +212,9 @@ async def get_erasure(receipt_id: str, user: UserDep, request: Request) -> Recei
     return ReceiptOut(**doc)
 
 
-@router.get("/audit/threads/{thread_id}", response_model=AuditOut)
+@router.get(
+    "/audit/threads/{thread_id}", response_model=AuditOut, responses=_refusals(401, 403, 404)
+)
 async def thread_audit(thread_id: str, user: UserDep, srv: Srv, request: Request) -> AuditOut:
     """A thread's audit summaries and erasure receipts (also after its state is gone)."""
     _check_role(user)
