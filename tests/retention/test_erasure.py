@@ -87,6 +87,10 @@ async def test_erasing_a_tenant_or_a_thread(backend: Backend, tmp_path: Path) ->
         ({}, "an erasure names exactly one subject: thread=, tenant= or user= "),
         ({"thread": "t", "user": "u"}, "an erasure names exactly one subject"),
         ({"tenant": ""}, "tenant: expected a non-empty id, got ''"),
+        (
+            {"tenant": "a", "within": "b"},
+            "an erasure confined to tenant 'b' cannot erase tenant 'a'",
+        ),
     ],
 )
 async def test_an_erasure_without_exactly_one_subject_is_refused(
