@@ -3,7 +3,7 @@
 The sweep finds threads through the run store's thread-activity index, which
 tether's runtime keeps (``tether serve``, ``tether worker``, ``Runtime``). A
 database that only a checkpointer wrote (LangGraph's ``checkpoints`` tables, a
-library user's ``tether.checkpointer(url)`` without the runtime) has no such
+library user's ``tether.open_checkpointer(url)`` without the runtime) has no such
 index, and opening it as a run store would create an empty one and sweep
 nothing. :func:`check_run_store` refuses both cases with a message saying so,
 instead of reporting "0 examined".
