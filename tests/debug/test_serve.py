@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -9,7 +10,7 @@ import pytest
 from langgraph_sdk import get_client
 from langgraph_sdk.errors import ConflictError, NotFoundError, UnprocessableEntityError
 
-from tests.debug.refund import builder, model_calls
+from tests.debug.refund import builder, model_calls, payments
 from tests.server.conftest import ServeProcess
 from tether.debug import DebugError, timeline
 from tether.graphs import refund_input
@@ -48,14 +49,15 @@ async def test_a_served_thread_reads_as_the_local_one(served: ServeProcess) -> N
         assert [s.output for s in remote.steps] == [s.output for s in local.steps]
         assert str(remote.diff(0, 2)) == str(local.diff(0, 2))
         assert [m.type for m in remote.diff(0, 2).changes[0].added] == ["tool", "ai"]
-        assert remote.state(1)["messages"][-1]["type"] == "tool"
+        assert remote.state(1)["messages"][-1].type == "tool"
+        assert remote.state(1)["messages"] == local.state(1)["messages"]
         assert remote.path().visited == local.path().visited
         assert "agent -.-> tools" in remote.path().mermaid
         assert "<table" in remote._repr_html_()
-        with pytest.raises(DebugError, match="a tether serve is read-only here"):
-            await remote.fork(1)
-        with pytest.raises(DebugError, match="a tether serve is read-only here"):
-            await remote.what_if(1, "{}")
+        with pytest.raises(DebugError, match="step 99 is not in this timeline"):
+            await remote.fork(99)
+        with pytest.raises(DebugError, match="step 99 is not in this timeline"):
+            await remote.what_if(99, "{}")
     finally:
         await remote.aclose()
         await local.aclose()
@@ -106,3 +108,70 @@ async def test_the_steps_route(served: ServeProcess) -> None:
     assert steps[0]["index"] == 0
     with pytest.raises(NotFoundError):
         await client.http.get("/threads/00000000-0000-0000-0000-000000000000/steps")
+
+
+async def test_the_notebook_calls_against_the_server(served: ServeProcess) -> None:
+    """examples/time_travel.ipynb's calls, on a served thread: the same answers as locally."""
+    thread_id = await _refund_thread(served.base)
+    workdir = served.workdir
+    calls, refunds = model_calls(workdir), payments(workdir).refunds
+    tl = await timeline(served.base, thread_id)
+    try:
+        assert len(tl) == 7
+        assert "lookup_order" in str(tl)
+        assert "<table" in tl.state(1)._repr_html_()
+        lookup = tl.find("tool", text="lookup_order")[0]
+        refund = tl.find("tool", text="issue_refund")[0]
+        assert [m.type for m in tl.diff(lookup.step, refund.step).changes[0].added] == [
+            "ai",
+            "tool",
+        ]
+
+        # Fork at the refund with the proposed amount edited, and run the fork on.
+        proposed = tl.state(refund.checkpoint_id)["messages"][-1]
+        call = proposed.tool_calls[0]
+        edited = proposed.model_copy(
+            update={"tool_calls": [{**call, "args": {**call["args"], "amount_cents": 2000}}]}
+        )
+        fork = await tl.fork(refund.step, update={"messages": [edited]}, as_node="agent")
+        assert fork.thread_id != thread_id
+        assert [s.output for s in fork.steps] == [s.output for s in tl.steps[:3]]
+        assert all(s.detail["copied_from"][0] == thread_id for s in fork.steps)
+        fork = await fork.run()
+        assert model_calls(workdir) == calls + 2  # only the two answers after the refund
+        refunded = json.loads(fork.find("tool", text="issue_refund")[0].output)
+        assert refunded["amount_cents"] == 2000
+        assert payments(workdir).refunds == refunds + 1
+        assert tl.compare(fork).channels == ["messages"]
+
+        # Replay: zero model calls, no refund, every super-step matched.
+        calls, counts = model_calls(workdir), payments(workdir)
+        result = await tl.replay()
+        assert (result.ok, result.supersteps) == (True, 7)
+        assert model_calls(workdir) == calls
+        assert payments(workdir) == counts
+
+        # What-if: the order lookup reports 1500 cents; the steps after it run live.
+        order = {**json.loads(lookup.output), "amount_cents": 1500}
+        alt = await tl.what_if(lookup.step, json.dumps(order))
+        assert model_calls(workdir) == calls + 3  # propose, email, report
+        assert json.loads(alt.entries[1].output) == order
+        issued = json.loads(alt.find("tool", text="issue_refund")[0].output)
+        assert issued["amount_cents"] == 1500
+        after = payments(workdir)
+        # The branch's refund happened once, under a new key; the original one was not repeated.
+        assert (after.refund_attempts, after.refunds) == (
+            counts.refund_attempts + 1,
+            counts.refunds + 1,
+        )
+        assert tl.compare(alt).channels == ["messages"]
+        assert tl.path().visited == (
+            "__start__",
+            *("agent", "tools") * 3,
+            "agent",
+        )
+        # The server's own step log of the branch: the replaced lookup, then new steps.
+        assert [s.kind for s in alt.steps] == ["model", "tool"] * 3 + ["model"]
+        assert alt.steps[1].detail.get("replaced") is True
+    finally:
+        await tl.aclose()
