@@ -175,3 +175,48 @@ async def test_the_notebook_calls_against_the_server(served: ServeProcess) -> No
         assert alt.steps[1].detail.get("replaced") is True
     finally:
         await tl.aclose()
+
+
+async def test_the_fork_and_what_if_routes_refuse_bad_input(served: ServeProcess) -> None:
+    thread_id = await _refund_thread(served.base)
+    client = get_client(url=served.base)
+    fork, what_if = f"/threads/{thread_id}/fork", f"/threads/{thread_id}/what_if"
+    missing = "00000000-0000-0000-0000-000000000000"
+    calls = model_calls(served.workdir)
+    refusals = [
+        (fork, {}, "one of step or checkpoint_id"),
+        (fork, {"step": 1, "checkpoint_id": "c-1"}, "one of step or checkpoint_id"),
+        (fork, {"checkpoint_id": "c-1"}, "checkpoint 'c-1' is not on thread"),
+        (fork, {"step": 99}, "step 99 is not in this timeline"),
+        (what_if, {"step": 99, "output": "x"}, "step 99 is not in this timeline"),
+        (what_if, {"step": 0, "output": 42}, "a model step's new answer must be a message"),
+        (what_if, {"step": 0, "output": {"type": "nope", "content": "x"}}, "not a message"),
+    ]
+    for path, body, message in refusals:
+        with pytest.raises(UnprocessableEntityError, match=message):
+            await client.http.post(path, json=body)
+    with pytest.raises(UnprocessableEntityError) as refused:
+        await client.http.post(what_if, json={"output": "x"})
+    assert "step" in str(refused.value.response.json()["detail"])
+    # A bad update: refused, and the half-made fork is gone.
+    with pytest.raises(UnprocessableEntityError, match="cannot update the state"):
+        await client.http.post(fork, json={"step": 1, "as_node": "nope", "thread_id": "f-bad"})
+    with pytest.raises(NotFoundError):
+        await client.threads.get("f-bad")
+    # A taken id is refused before anything is copied into it.
+    await client.http.post(fork, json={"step": 1, "thread_id": "f-1"})
+    with pytest.raises(ConflictError):
+        await client.http.post(fork, json={"step": 3, "thread_id": "f-1"})
+    with pytest.raises(ConflictError):
+        await client.http.post(what_if, json={"step": 1, "output": "{}", "thread_id": "f-1"})
+    async with await timeline(served.base, "f-1") as forked:
+        assert len(forked.steps) == 1  # the first answer, copied; step 3 was not forked into it
+    for path in (f"/threads/{missing}/fork", f"/threads/{missing}/what_if"):
+        with pytest.raises(NotFoundError):
+            await client.http.post(path, json={"step": 0, "output": "x"})
+    empty = (await client.threads.create())["thread_id"]
+    with pytest.raises(ConflictError, match="has no graph of this project to fork"):
+        await client.http.post(f"/threads/{empty}/fork", json={"step": 0})
+    with pytest.raises(ConflictError, match="has no graph of this project to run a what-if"):
+        await client.http.post(f"/threads/{empty}/what_if", json={"step": 0, "output": "x"})
+    assert model_calls(served.workdir) == calls

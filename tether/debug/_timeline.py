@@ -312,7 +312,7 @@ class Timeline:
             The new thread's timeline, to compare with this one.
         """
         if isinstance(self.source, RemoteSource):
-            self._replaceable(step)
+            self._replacement(step, output)
             target = await self.source.what_if(
                 self.thread_id, step, output, thread_id_new=thread_id
             )
@@ -334,16 +334,21 @@ class Timeline:
             )
         return entry
 
+    def _replacement(self, step: int, output: Any) -> tuple[Entry, Any]:
+        """Step ``step`` and its new output (a model's answer as a message)."""
+        entry = self._replaceable(step)
+        if entry.kind == "model" and isinstance(entry.output, BaseMessage):
+            output = _as_message(output)
+        return entry, output
+
     async def _what_if_branch(self, step: int, output: Any, *, thread_id: str | None = None) -> str:
         """The new thread a what-if runs on, ready to run (not run yet); its id.
 
         A ``tether serve`` makes it this way, then runs it as a run of its own.
         """
         saver = self._saver("what_if")
-        entry = self._replaceable(step)
+        entry, output = self._replacement(step, output)
         assert entry.log_index is not None  # checked by _replaceable
-        if entry.kind == "model" and isinstance(entry.output, BaseMessage):
-            output = _as_message(output)
         start = self._start(step)
         line = self.checkpoints[: self.checkpoints.index(start) + 1]
         before = set(steps_before(line[:-1], self.steps))

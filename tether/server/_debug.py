@@ -134,7 +134,7 @@ async def what_if_thread(
     async with srv.project.graph(graph_id, srv.config(thread_id, None), saver) as graph:
         found = await _timeline(srv, graph, thread_id)
         with _refused():
-            found._replaceable(step)  # refused before the new thread is created
+            found._replacement(step, output)  # refused before the new thread is created
         target = new_id or new_thread_id(thread_id, "whatif")
         await _new_thread(srv, source, graph_id, target)
         try:
