@@ -203,6 +203,11 @@ async def test_the_fork_and_what_if_routes_refuse_bad_input(served: ServeProcess
         await client.http.post(fork, json={"step": 1, "as_node": "nope", "thread_id": "f-bad"})
     with pytest.raises(NotFoundError):
         await client.threads.get("f-bad")
+    not_messages = {"step": 1, "update": {"messages": 5}, "as_node": "agent"}
+    with pytest.raises(UnprocessableEntityError, match="Unsupported message type"):
+        await client.http.post(fork, json=not_messages)
+    with pytest.raises(UnprocessableEntityError, match="Unsupported message type"):
+        await client.threads.update_state(thread_id, {"messages": 5}, as_node="agent")
     # A taken id is refused before anything is copied into it.
     await client.http.post(fork, json={"step": 1, "thread_id": "f-1"})
     with pytest.raises(ConflictError):
