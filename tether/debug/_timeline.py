@@ -228,7 +228,8 @@ class Timeline:
         """A new thread that starts where step ``at`` started (or at checkpoint ``at``).
 
         The steps recorded before that point are copied with it, so running the
-        fork replays them instead of asking the model again.
+        fork replays them instead of asking the model again. Against a
+        ``tether serve`` the server makes the fork (``POST /threads/{id}/fork``).
 
         Args:
             at: A timeline step (the fork starts before it) or a checkpoint id.
@@ -300,7 +301,8 @@ class Timeline:
         In a new thread: the steps before ``step`` are replayed (no model call),
         step ``step`` takes ``output``, and later steps run live: the model is
         asked and tools run, durable tools with new idempotency keys (they are
-        derived from the thread).
+        derived from the thread). Against a ``tether serve`` the server makes the
+        branch and runs it as a run (``POST /threads/{id}/what_if``), joined here.
 
         Args:
             step: A ``model`` or ``tool`` row of this timeline.
@@ -380,6 +382,8 @@ class Timeline:
 
     async def run(self, input: Any = None, **config: Any) -> Timeline:
         """Run this thread on (a fork, or a thread waiting on an interrupt); its new timeline.
+
+        Against a ``tether serve`` this is a run of the thread's graph, waited for.
 
         Args:
             input: The graph input, or ``None`` to continue from the newest checkpoint.
