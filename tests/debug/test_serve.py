@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import json
 from collections.abc import Iterator
 from pathlib import Path
@@ -12,7 +13,7 @@ from langgraph_sdk.errors import ConflictError, NotFoundError, UnprocessableEnti
 
 from tests.debug.refund import builder, model_calls, payments
 from tests.server.conftest import ServeProcess
-from tether.debug import DebugError, timeline
+from tether.debug import DebugError, timeline, timeline_sync
 from tether.graphs import refund_input
 
 PROJECT = Path(__file__).parent / "project" / "langgraph.json"
@@ -225,3 +226,15 @@ async def test_the_fork_and_what_if_routes_refuse_bad_input(served: ServeProcess
     with pytest.raises(ConflictError, match="has no graph of this project to run a what-if"):
         await client.http.post(f"/threads/{empty}/what_if", json={"step": 0, "output": "x"})
     assert model_calls(served.workdir) == calls
+
+
+def test_the_calls_without_await_against_the_server(served: ServeProcess) -> None:
+    thread_id = asyncio.run(_refund_thread(served.base))
+    calls = model_calls(served.workdir)
+    with timeline_sync(served.base, thread_id) as tl:
+        assert len(tl) == 7
+        assert tl.replay().supersteps == 7
+        fork = tl.fork(2)  # where the model proposed the refund
+        assert [s.output for s in fork.steps] == [s.output for s in tl.steps[:2]]
+        assert [e.kind for e in fork.run().entries] == [e.kind for e in tl.entries]
+    assert model_calls(served.workdir) == calls + 3  # steps 2, 4 and 6 ran live in the fork
