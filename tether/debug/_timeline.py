@@ -13,7 +13,7 @@ from langgraph.checkpoint.base import BaseCheckpointSaver
 from tether.debug._branch import branch, new_thread_id, steps_before
 from tether.debug._checkpoints import Checkpoint, lineage
 from tether.debug._diff import StateDiff, diff_states
-from tether.debug._entries import HEADERS, Entry, build_entries
+from tether.debug._entries import HEADERS, Entry, build_entries, root_task
 from tether.debug._path import GraphPath, graph_path
 from tether.debug._render import html_table, text_table
 from tether.debug._replay import ReplayResult, replay_thread
@@ -89,7 +89,7 @@ class Timeline:
         self.thread_id = thread_id
         self.checkpoints = line
         self.steps = steps
-        self.entries = build_entries(line, steps)
+        self.entries = build_entries(line, steps, thread_id)
 
     # -- reading -------------------------------------------------------------------
     def __len__(self) -> int:
@@ -254,7 +254,11 @@ class Timeline:
         line = self.checkpoints[: self.checkpoints.index(start) + 1]
         target = thread_id or new_thread_id(self.thread_id, "fork")
         await branch(
-            source.saver, self.thread_id, target, line, steps_before(line[:-1], self.steps)
+            source.saver,
+            self.thread_id,
+            target,
+            line,
+            steps_before(line[:-1], self.steps, self.thread_id),
         )
         if update is not None or as_node is not None:
             graph = source.require_graph("fork with an update")
@@ -334,6 +338,12 @@ class Timeline:
                 f"step {step} is a {entry.kind!r} row, not a model or tool step: what_if "
                 "replaces a recorded model output or tool result"
             )
+        if entry.namespace:
+            raise DebugError(
+                f"step {step} ran in subgraph {entry.namespace!r}: what_if replaces steps of the "
+                "root graph only (a subgraph's tasks get new ids when it runs again, so a "
+                "replaced record in it would not be found); fork before it instead"
+            )
         return entry
 
     def _replacement(self, step: int, output: Any) -> tuple[Entry, Any]:
@@ -353,9 +363,11 @@ class Timeline:
         assert entry.log_index is not None  # checked by _replaceable
         start = self._start(step)
         line = self.checkpoints[: self.checkpoints.index(start) + 1]
-        before = set(steps_before(line[:-1], self.steps))
+        before = set(steps_before(line[:-1], self.steps, self.thread_id))
         before |= {
-            s.index for s in self.steps if s.task_id in start.task_ids and s.index < entry.log_index
+            s.index
+            for s in self.steps
+            if root_task(s, self.thread_id) in start.task_ids and s.index < entry.log_index
         }
         target = thread_id or new_thread_id(self.thread_id, "whatif")
         keep = before | {entry.log_index}
