@@ -73,6 +73,12 @@ async def test_subgraph_steps_are_joined_to_their_parent_task() -> None:
         assert [(e.node, e.namespace) for e in later.entries] == [("root", ""), ("inner", "outer")]
         assert later.entries[1].checkpoint_id == outer.checkpoint_id
 
+        # Not yet: replaying a super-step whose subgraph records calls (see docs/debug.md).
+        replayed = await tl.replay(check=False)
+        assert replayed.divergence is not None
+        assert replayed.divergence.nodes == ("outer",)
+        assert "no recorded result of tool 'lookup'" in replayed.divergence.reason
+
         with pytest.raises(DebugError, match="step 1 ran in subgraph 'outer'"):
             await tl.what_if(inner.step, 99)
         assert calls == [2, 1, 1]

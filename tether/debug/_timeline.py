@@ -193,6 +193,7 @@ class Timeline:
         columns = [
             "step",
             "node",
+            "namespace",
             "time",
             "kind",
             "summary",
