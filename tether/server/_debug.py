@@ -64,8 +64,8 @@ async def _new_thread(srv: Served, source: Thread, graph_id: str, thread_id: str
 
 async def _discard(srv: Served, thread_id: str) -> None:
     """Undo a branch that failed halfway: its thread, runs and checkpoints."""
-    with contextlib.suppress(Exception):
-        await srv.runtime.delete_thread(thread_id)
+    with contextlib.suppress(Exception):  # the error that got us here is the one to report
+        await srv.discard_thread(thread_id)
 
 
 async def _record(srv: Served, graph: Any, thread_id: str) -> Thread:
