@@ -213,3 +213,31 @@ async def test_the_step_log_route_is_scoped_like_the_thread(base: str) -> None:
     assert await status_of(viewer.runs.create(thread_id, "echo", input={})) == 403
     async with httpx.AsyncClient(base_url=base) as http:
         assert (await http.get(f"/threads/{thread_id}/steps")).status_code == 401
+
+
+async def test_fork_and_what_if_are_scoped_like_a_run(base: str) -> None:
+    alice, bob, tina = as_user(base, "alice"), as_user(base, "bob"), as_user(base, "tina")
+    thread_id = (await alice.threads.create(metadata={"topic": "x"}))["thread_id"]
+    await alice.runs.wait(thread_id, "echo", input={})
+    fork, what_if = f"/threads/{thread_id}/fork", f"/threads/{thread_id}/what_if"
+    # another user's or another tenant's thread is missing, whatever the body says
+    for other in (bob, tina):
+        assert await status_of(other.http.post(fork, json={"step": 0})) == 404
+        assert await status_of(other.http.post(what_if, json={"step": 0, "output": "x"})) == 404
+    # a fork copies what its caller may read into a thread the caller creates (and owns)
+    first = (await alice.threads.get_history(thread_id, limit=100))[-1]["checkpoint"]
+    forked = await alice.http.post(fork, json={"checkpoint_id": first["checkpoint_id"]})
+    assert forked["metadata"]["owner"] == "alice"
+    assert forked["metadata"]["branched_from"] == thread_id
+    assert await status_of(bob.threads.get(forked["thread_id"])) == 404
+    # a fork that fails halfway is undone, though its caller may not delete threads
+    bad = {"checkpoint_id": first["checkpoint_id"], "as_node": "nope", "thread_id": f"h-{uuid4()}"}
+    assert await status_of(alice.http.post(fork, json=bad)) == 422
+    for anyone in (alice, as_user(base, "root")):
+        assert await status_of(anyone.threads.get(bad["thread_id"])) == 404
+    # a what-if runs the graph's code: reading the thread is not enough
+    viewer = as_user(base, "alice-viewer")
+    assert await status_of(viewer.http.post(what_if, json={"step": 0, "output": "x"})) == 403
+    # alice may; the echo graph records no steps, so there is no step 0 to replace
+    refused = alice.http.post(what_if, json={"step": 0, "output": "x"})
+    assert await status_of(refused) == 422

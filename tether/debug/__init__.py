@@ -9,6 +9,9 @@ and its step log into one ordered :class:`Timeline`::
     await tl.replay()                                 # zero model calls, no tool effects
     alt = await tl.what_if(step=3, output='{"amount_cents": 1000}')
 
+``timeline_sync`` gives the same calls without ``await`` (a :class:`SyncTimeline`
+running on a loop of its own), for scripts and notebook cells alike.
+
 Every module whose name starts with ``_`` is internal.
 """
 
@@ -17,6 +20,7 @@ from tether.debug._diff import ChannelChange, StateDiff
 from tether.debug._entries import Entry
 from tether.debug._path import GraphPath
 from tether.debug._replay import Divergence, ReplayResult
+from tether.debug._sync import SyncTimeline, timeline_sync
 from tether.debug._timeline import State, Timeline, timeline
 from tether.debug.errors import DebugError, ReplayDivergenceError
 
@@ -31,7 +35,9 @@ __all__ = [
     "ReplayResult",
     "State",
     "StateDiff",
+    "SyncTimeline",
     "Task",
     "Timeline",
     "timeline",
+    "timeline_sync",
 ]

@@ -20,6 +20,7 @@ from langchain_core.runnables import RunnableConfig
 from langgraph.checkpoint.base import BaseCheckpointSaver
 
 from tether.debug._checkpoints import Checkpoint
+from tether.debug._entries import root_task
 from tether.debug.errors import DebugError
 from tether.steps import Step, copy_steps
 
@@ -60,10 +61,11 @@ async def copy_line(
             await saver.aput_writes(_config(target, checkpoint.checkpoint_id), writes, task_id)
 
 
-def steps_before(line: Sequence[Checkpoint], steps: Sequence[Step]) -> list[int]:
-    """Indexes of the steps whose task ran from one of ``line``'s checkpoints."""
+def steps_before(line: Sequence[Checkpoint], steps: Sequence[Step], thread_id: str) -> list[int]:
+    """Indexes of the steps whose task (or, in a subgraph, whose root task) ran from one of
+    ``line``'s checkpoints."""
     task_ids = set().union(*(c.task_ids for c in line)) if line else set()
-    return [s.index for s in steps if s.task_id in task_ids]
+    return [s.index for s in steps if root_task(s, thread_id) in task_ids]
 
 
 async def branch(

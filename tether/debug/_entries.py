@@ -18,7 +18,7 @@ from tether.debug._checkpoints import Checkpoint
 from tether.debug._render import as_message, message_line, short
 from tether.steps import Step
 
-__all__ = ["Entry", "EntryKind", "build_entries"]
+__all__ = ["Entry", "EntryKind", "build_entries", "root_task", "task_path"]
 
 EntryKind = Literal[
     "model",
@@ -50,6 +50,9 @@ class Entry:
         task_id: LangGraph's task id.
         log_index: The step's index in the step log (``None`` for interrupts and errors).
         output: The recorded output (a model's message, a tool's result), if any.
+        namespace: The subgraph the step ran in (``outer`` or ``outer/inner``), ``""``
+            for the root graph; its ``checkpoint_id`` is then the root checkpoint the
+            subgraph's parent task started from.
     """
 
     step: int
@@ -63,6 +66,7 @@ class Entry:
     task_id: str
     log_index: int | None = None
     output: Any = None
+    namespace: str = ""
 
     def row(self) -> tuple[Any, ...]:
         tokens = self.tokens or ""
@@ -72,7 +76,7 @@ class Entry:
             self.step,
             when,
             self.kind,
-            self.node,
+            f"{self.namespace}/{self.node}" if self.namespace else self.node,
             self.summary,
             tokens,
             cost,
@@ -102,6 +106,28 @@ def _kind(step: Step) -> EntryKind:
     return step.kind
 
 
+def task_path(step: Step, thread_id: str) -> tuple[tuple[str, str], ...]:
+    """``(node, task id)`` of each graph level ``step`` ran in, root first (from its record
+    key ``thread|ns|task|suffix``, ``ns`` being ``node:task`` segments); ``()`` if unknown."""
+    prefix, own = f"{thread_id}|", f"|{step.task_id}|"
+    key = step.key or ""
+    if not step.task_id or not key.startswith(prefix) or own not in key[len(prefix) :]:
+        return ()
+    namespace = key[len(prefix) : key.index(own, len(prefix))]
+    levels = [segment.rpartition(":") for segment in namespace.split("|") if segment]
+    return tuple((node, task) for node, _, task in levels)
+
+
+def root_task(step: Step, thread_id: str) -> str:
+    """The root graph's task ``step`` ran under: its own, or its subgraph's parent task."""
+    path = task_path(step, thread_id)
+    return path[0][1] if path else step.task_id
+
+
+def _namespace(step: Step, thread_id: str) -> str:
+    return "/".join(node for node, _ in task_path(step, thread_id)[:-1])
+
+
 def _home(task_id: str, line: Sequence[Checkpoint]) -> Checkpoint | None:
     return next((c for c in line if task_id in c.task_ids), None)
 
@@ -110,12 +136,15 @@ def _at(moment: float) -> datetime:
     return datetime.fromtimestamp(moment, UTC)
 
 
-def build_entries(line: Sequence[Checkpoint], steps: Sequence[Step]) -> list[Entry]:
-    """The timeline's entries, in the order things happened."""
+def build_entries(
+    line: Sequence[Checkpoint], steps: Sequence[Step], thread_id: str = ""
+) -> list[Entry]:
+    """The timeline's entries, in the order things happened (a subgraph's steps joined to
+    the root checkpoint their parent task started from)."""
     rows: list[tuple[datetime, int, Entry]] = []
     last_of_task: dict[str, datetime] = {}
     for step in steps:
-        home = _home(step.task_id, line) if step.task_id else None
+        home = _home(root_task(step, thread_id), line) if step.task_id else None
         when = _at(step.started_at)
         last_of_task[step.task_id] = max(when, last_of_task.get(step.task_id, when))
         entry = Entry(
@@ -130,6 +159,7 @@ def build_entries(line: Sequence[Checkpoint], steps: Sequence[Step]) -> list[Ent
             task_id=step.task_id,
             log_index=step.index,
             output=step.output,
+            namespace=_namespace(step, thread_id),
         )
         rows.append((when, 0, entry))
     for checkpoint in line:

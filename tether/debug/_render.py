@@ -7,7 +7,15 @@ import json
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from langchain_core.messages import BaseMessage, convert_to_messages
+from langchain_core.messages import (
+    AIMessage,
+    AIMessageChunk,
+    BaseMessage,
+    HumanMessage,
+    SystemMessage,
+    ToolMessage,
+    convert_to_messages,
+)
 
 __all__ = ["as_message", "html_table", "message_line", "short", "text_table"]
 
@@ -28,12 +36,24 @@ def _json(value: Any) -> str:
         return repr(value)
 
 
+_MESSAGES: dict[str, type[BaseMessage]] = {
+    "ai": AIMessage,
+    "human": HumanMessage,
+    "system": SystemMessage,
+    "tool": ToolMessage,
+    "AIMessageChunk": AIMessageChunk,
+}
+
+
 def as_message(value: Any) -> BaseMessage | None:
     """``value`` as a message: a message, or a message's JSON (as a server sends it)."""
     if isinstance(value, BaseMessage):
         return value
     if isinstance(value, Mapping) and "type" in value and "content" in value:
+        kind = _MESSAGES.get(str(value["type"]))
         try:
+            if kind is not None:  # all its fields, as the message was dumped
+                return kind.model_validate(dict(value))
             return convert_to_messages([dict(value)])[0]
         except (ValueError, TypeError, NotImplementedError):
             return None

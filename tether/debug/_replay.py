@@ -179,7 +179,7 @@ async def replay_thread(
         if recorded.source != "loop" or all(t.name == _START for t in start.tasks):
             continue  # written by an update, or the input entering: no node code ran
         here = f"{scratch}.{index}"
-        await branch(saver, thread_id, here, [start], steps_before([start], steps))
+        await branch(saver, thread_id, here, [start], steps_before([start], steps, thread_id))
         outcome = await _one(graph, here, start, recorded)
         if outcome is not None:
             divergence = Divergence(

@@ -1,9 +1,10 @@
 """Where a timeline reads from: a local checkpointer, or a ``tether serve`` through the SDK.
 
 Both give the same three things: the thread's checkpoints, its step log, and
-the graph's shape (nodes and edges, for :meth:`Timeline.path`). Only a local
-source can run the graph again (fork, replay, what-if): those need the graph
-and the checkpointer in this process.
+the graph's shape (nodes and edges, for :meth:`Timeline.path`). A local source
+runs the graph again (fork, replay, what-if) in this process, with the graph
+it is given; a server does it with its own graph code, through its routes
+(``/threads/{id}/fork``, ``/replay``, ``/what_if``) and runs.
 """
 
 from __future__ import annotations
@@ -18,6 +19,7 @@ from langgraph.pregel import Pregel
 
 from tether.checkpointing import open_checkpointer
 from tether.debug._checkpoints import Checkpoint, Task, parse_time, tasks_from_json
+from tether.debug._render import as_message
 from tether.debug._replay import ReplayResult
 from tether.debug.errors import DebugError
 from tether.steps import Step, read_steps
@@ -165,16 +167,20 @@ class RemoteSource:
         found = await self.client.http.get(f"/threads/{thread_id}/steps")
         return [Step.from_json(doc) for doc in found["steps"]]
 
-    async def shape(self, thread_id: str) -> dict[str, Any] | None:
-        # The graph the thread ran: its newest run's assistant, else its metadata's graph.
+    async def assistant(self, thread_id: str) -> str | None:
+        """The graph the thread ran: its newest run's assistant, else its metadata's graph."""
         runs = await self.client.runs.list(thread_id, limit=1)
+        if runs:
+            return str(runs[0]["assistant_id"])
         thread = await self.client.threads.get(thread_id)
-        assistant = (
-            runs[0]["assistant_id"] if runs else (thread.get("metadata") or {}).get("graph_id")
-        )
+        graph_id = (thread.get("metadata") or {}).get("graph_id")
+        return None if not graph_id else str(graph_id)
+
+    async def shape(self, thread_id: str) -> dict[str, Any] | None:
+        assistant = await self.assistant(thread_id)
         if not assistant:
             return None
-        drawn: dict[str, Any] = await self.client.assistants.get_graph(str(assistant))
+        drawn: dict[str, Any] = await self.client.assistants.get_graph(assistant)
         return drawn
 
     async def replay(self, thread_id: str, until: str | None) -> ReplayResult:
@@ -182,6 +188,46 @@ class RemoteSource:
         body = {} if until is None else {"upto": until}
         found = await self.client.http.post(f"/threads/{thread_id}/replay", json=body)
         return ReplayResult.from_json(found)
+
+    async def fork(
+        self,
+        thread_id: str,
+        checkpoint_id: str,
+        update: Mapping[str, Any] | None,
+        *,
+        as_node: str | None,
+        thread_id_new: str | None = None,
+    ) -> str:
+        """The server forks the thread (``POST /threads/{id}/fork``); the new thread's id."""
+        body: dict[str, Any] = {"checkpoint_id": checkpoint_id}
+        for key, value in (("update", update), ("as_node", as_node), ("thread_id", thread_id_new)):
+            if value is not None:
+                body[key] = value
+        found = await self.client.http.post(f"/threads/{thread_id}/fork", json=body)
+        return str(found["thread_id"])
+
+    async def what_if(
+        self, thread_id: str, step: int, output: Any, *, thread_id_new: str | None = None
+    ) -> str:
+        """The server branches the thread with one output replaced and runs the branch
+        (``POST /threads/{id}/what_if``); once that run stopped, the new thread's id."""
+        body: dict[str, Any] = {"step": step, "output": output}
+        if thread_id_new is not None:
+            body["thread_id"] = thread_id_new
+        found = await self.client.http.post(f"/threads/{thread_id}/what_if", json=body)
+        new = str(found["thread"]["thread_id"])
+        await self.client.runs.join(new, str(found["run"]["run_id"]))
+        return new
+
+    async def run(self, thread_id: str, input: Any, configurable: Mapping[str, Any]) -> None:
+        """Run the thread on with the graph it ran (a run of the server's, waited for)."""
+        assistant = await self.assistant(thread_id)
+        if assistant is None:
+            raise DebugError(
+                f"thread {thread_id!r} names no graph on the server (no run, no graph_id)"
+            )
+        config = {"configurable": dict(configurable)} if configurable else None
+        await self.client.runs.wait(thread_id, assistant, input=input, config=config)  # type: ignore[arg-type]
 
     async def aclose(self) -> None:
         await self.client.aclose()
@@ -197,10 +243,18 @@ def _from_state_json(state: Mapping[str, Any]) -> Checkpoint:
         step=int(metadata.get("step", -1)),
         source=str(metadata.get("source", "")),
         created_at=parse_time(state.get("created_at")),
-        values=dict(state.get("values") or {}),
+        values={k: _messages(v) for k, v in (state.get("values") or {}).items()},
         next=tuple(state.get("next") or ()),
         tasks=tasks_from_json(state.get("tasks") or ()),
     )
+
+
+def _messages(value: Any) -> Any:
+    """A channel's JSON value, a list of messages as messages (as a local read gives them)."""
+    if not isinstance(value, list) or not value:
+        return value
+    messages = [as_message(v) for v in value]
+    return messages if all(m is not None for m in messages) else value
 
 
 def _is_server(source: str) -> bool:

@@ -7,13 +7,13 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from langchain_core.messages import AIMessage
+from langchain_core.messages import AIMessage, BaseMessage, convert_to_messages
 from langgraph.checkpoint.base import BaseCheckpointSaver
 
 from tether.debug._branch import branch, new_thread_id, steps_before
 from tether.debug._checkpoints import Checkpoint, lineage
 from tether.debug._diff import StateDiff, diff_states
-from tether.debug._entries import HEADERS, Entry, build_entries
+from tether.debug._entries import HEADERS, Entry, build_entries, root_task
 from tether.debug._path import GraphPath, graph_path
 from tether.debug._render import html_table, text_table
 from tether.debug._replay import ReplayResult, replay_thread
@@ -89,7 +89,7 @@ class Timeline:
         self.thread_id = thread_id
         self.checkpoints = line
         self.steps = steps
-        self.entries = build_entries(line, steps)
+        self.entries = build_entries(line, steps, thread_id)
 
     # -- reading -------------------------------------------------------------------
     def __len__(self) -> int:
@@ -193,6 +193,7 @@ class Timeline:
         columns = [
             "step",
             "node",
+            "namespace",
             "time",
             "kind",
             "summary",
@@ -209,11 +210,7 @@ class Timeline:
     def _local(self, what: str) -> LocalSource:
         if isinstance(self.source, LocalSource):
             return self.source
-        raise DebugError(
-            f"{what} runs the graph in this process, on the thread's checkpointer; a tether serve "
-            "is read-only here (it replays, nothing more). Open the timeline on the server's "
-            "checkpointer URL (tether serve --url) with graph= to fork or try a what-if"
-        )
+        raise DebugError(f"{what} runs on a local checkpointer; this timeline reads a tether serve")
 
     def _saver(self, what: str) -> BaseCheckpointSaver[Any]:
         return self._local(what).saver
@@ -232,7 +229,8 @@ class Timeline:
         """A new thread that starts where step ``at`` started (or at checkpoint ``at``).
 
         The steps recorded before that point are copied with it, so running the
-        fork replays them instead of asking the model again.
+        fork replays them instead of asking the model again. Against a
+        ``tether serve`` the server makes the fork (``POST /threads/{id}/fork``).
 
         Args:
             at: A timeline step (the fork starts before it) or a checkpoint id.
@@ -243,12 +241,25 @@ class Timeline:
         Returns:
             The fork's timeline.
         """
-        source = self._local("fork")
         start = self._start(at)
+        if isinstance(self.source, RemoteSource):
+            target = await self.source.fork(
+                self.thread_id,
+                start.checkpoint_id,
+                update,
+                as_node=as_node,
+                thread_id_new=thread_id,
+            )
+            return await _load(self.source, target)
+        source = self._local("fork")
         line = self.checkpoints[: self.checkpoints.index(start) + 1]
         target = thread_id or new_thread_id(self.thread_id, "fork")
         await branch(
-            source.saver, self.thread_id, target, line, steps_before(line[:-1], self.steps)
+            source.saver,
+            self.thread_id,
+            target,
+            line,
+            steps_before(line[:-1], self.steps, self.thread_id),
         )
         if update is not None or as_node is not None:
             graph = source.require_graph("fork with an update")
@@ -295,7 +306,8 @@ class Timeline:
         In a new thread: the steps before ``step`` are replayed (no model call),
         step ``step`` takes ``output``, and later steps run live: the model is
         asked and tools run, durable tools with new idempotency keys (they are
-        derived from the thread).
+        derived from the thread). Against a ``tether serve`` the server makes the
+        branch and runs it as a run (``POST /threads/{id}/what_if``), joined here.
 
         Args:
             step: A ``model`` or ``tool`` row of this timeline.
@@ -306,31 +318,62 @@ class Timeline:
         Returns:
             The new thread's timeline, to compare with this one.
         """
-        source = self._local("what_if")
-        graph = source.require_graph("what_if")
+        if isinstance(self.source, RemoteSource):
+            self._replacement(step, output)
+            target = await self.source.what_if(
+                self.thread_id, step, output, thread_id_new=thread_id
+            )
+            return await _load(self.source, target)
+        graph = self._local("what_if").require_graph("what_if")
+        target = await self._what_if_branch(step, output, thread_id=thread_id)
+        # The new thread's newest checkpoint is where step k started: resuming it in place
+        # keeps its tasks' ids (naming a checkpoint would time-travel, under new task ids).
+        await graph.ainvoke(None, _head(target))
+        return await self._open(target)
+
+    def _replaceable(self, step: int) -> Entry:
+        """Step ``step``, if it is a recorded model or tool step (what what-if replaces)."""
         entry = self.entry(step)
         if entry.kind not in ("model", "tool") or entry.log_index is None:
             raise DebugError(
                 f"step {step} is a {entry.kind!r} row, not a model or tool step: what_if "
                 "replaces a recorded model output or tool result"
             )
-        if entry.kind == "model" and isinstance(output, str):
-            output = AIMessage(content=output)
+        if entry.namespace:
+            raise DebugError(
+                f"step {step} ran in subgraph {entry.namespace!r}: what_if replaces steps of the "
+                "root graph only (a subgraph's tasks get new ids when it runs again, so a "
+                "replaced record in it would not be found); fork before it instead"
+            )
+        return entry
+
+    def _replacement(self, step: int, output: Any) -> tuple[Entry, Any]:
+        """Step ``step`` and its new output (a model's answer as a message)."""
+        entry = self._replaceable(step)
+        if entry.kind == "model" and isinstance(entry.output, BaseMessage):
+            output = _as_message(output)
+        return entry, output
+
+    async def _what_if_branch(self, step: int, output: Any, *, thread_id: str | None = None) -> str:
+        """The new thread a what-if runs on, ready to run (not run yet); its id.
+
+        A ``tether serve`` makes it this way, then runs it as a run of its own.
+        """
+        saver = self._saver("what_if")
+        entry, output = self._replacement(step, output)
+        assert entry.log_index is not None  # checked by _replaceable
         start = self._start(step)
         line = self.checkpoints[: self.checkpoints.index(start) + 1]
-        before = set(steps_before(line[:-1], self.steps))
+        before = set(steps_before(line[:-1], self.steps, self.thread_id))
         before |= {
-            s.index for s in self.steps if s.task_id in start.task_ids and s.index < entry.log_index
+            s.index
+            for s in self.steps
+            if root_task(s, self.thread_id) in start.task_ids and s.index < entry.log_index
         }
         target = thread_id or new_thread_id(self.thread_id, "whatif")
         keep = before | {entry.log_index}
-        await branch(
-            source.saver, self.thread_id, target, line, keep, outputs={entry.log_index: output}
-        )
-        # The new thread's newest checkpoint is where step k started: resuming it in place
-        # keeps its tasks' ids (naming a checkpoint would time-travel, under new task ids).
-        await graph.ainvoke(None, _head(target))
-        return await self._open(target)
+        await branch(saver, self.thread_id, target, line, keep, outputs={entry.log_index: output})
+        return target
 
     def compare(
         self, other: Timeline, at: At | None = None, other_at: At | None = None
@@ -353,10 +396,15 @@ class Timeline:
     async def run(self, input: Any = None, **config: Any) -> Timeline:
         """Run this thread on (a fork, or a thread waiting on an interrupt); its new timeline.
 
+        Against a ``tether serve`` this is a run of the thread's graph, waited for.
+
         Args:
             input: The graph input, or ``None`` to continue from the newest checkpoint.
             **config: More ``configurable`` values for the run.
         """
+        if isinstance(self.source, RemoteSource):
+            await self.source.run(self.thread_id, input, config)
+            return await self.refresh()
         graph = self._local("run").require_graph("run")
         head = _head(self.thread_id)
         head["configurable"].update(config)
@@ -376,6 +424,25 @@ class Timeline:
 
     async def __aexit__(self, *exc: object) -> None:
         await self.aclose()
+
+
+def _as_message(output: Any) -> BaseMessage:
+    """A model step's new answer: a message, text (an AI message), or a message's JSON
+    (with a ``type`` or a ``role``, as a server sends it)."""
+    if isinstance(output, BaseMessage):
+        return output
+    if isinstance(output, str):
+        return AIMessage(content=output)
+    if isinstance(output, Mapping) and ("type" in output or "role" in output):
+        try:
+            (message,) = convert_to_messages([dict(output)])
+        except (ValueError, TypeError, KeyError, NotImplementedError) as exc:
+            raise DebugError(f"a model step's new answer is not a message: {exc}") from exc
+        return message
+    raise DebugError(
+        "a model step's new answer must be a message, text, or a message as JSON (with a "
+        f"'type' or a 'role'), got {type(output).__name__}"
+    )
 
 
 def _head(thread_id: str) -> Any:

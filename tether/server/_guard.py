@@ -471,6 +471,10 @@ class GuardedServed(Served):
         if self.guard is not None:
             await self.guard.check_thread(thread_id, action, tenant=self.runtime.tenant)
 
+    async def discard_thread(self, thread_id: str) -> None:
+        runtime = self.runtime  # acting for the caller; its parent is the app's open runtime
+        await (runtime._parent or runtime).scoped(runtime.tenant).delete_thread(thread_id)
+
 
 def guarded(served: Served, caller: Caller, auth: CustomAuth) -> Served:
     """``served`` acting for ``caller`` through the project's handlers."""

@@ -231,6 +231,27 @@ class ReplayRequest(_Body):
     upto: str | None = None
 
 
+class ForkRequest(_Body):
+    """``POST /threads/{id}/fork`` (tether's own): a new thread that starts where timeline
+    step ``step`` started, or at checkpoint ``checkpoint_id`` (one of the two), with
+    ``update`` written first as ``as_node``; ``thread_id`` names it."""
+
+    checkpoint_id: str | None = None
+    step: int | None = Field(None, ge=0, le=BIGGEST_COUNT)
+    update: dict[str, Any] | list[Any] | None = None
+    as_node: str | None = None
+    thread_id: str | None = None
+
+
+class WhatIfRequest(_Body):
+    """``POST /threads/{id}/what_if`` (tether's own): timeline step ``step`` (a recorded
+    model answer or tool result) replaced by ``output``, run on in a new thread."""
+
+    step: int = Field(ge=0, le=BIGGEST_COUNT)
+    output: Any
+    thread_id: str | None = None
+
+
 class AssistantCreate(_Body):
     """``POST /assistants``."""
 

@@ -44,6 +44,11 @@ class Served:
         """Raise unless the caller may do ``threads.<action>`` on the thread (``auth.path``
         projects check their handlers; tenants are checked by the runtime's reads)."""
 
+    async def discard_thread(self, thread_id: str) -> None:
+        """Delete a thread this request itself created and could not finish (a half-made fork):
+        no ``threads.delete`` check, since it is the request's own undo."""
+        await self.runtime.delete_thread(thread_id)
+
     # -- threads ----------------------------------------------------------------------------
 
     async def thread_graph(self, thread: Thread) -> str | None:

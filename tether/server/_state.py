@@ -89,7 +89,8 @@ async def update_state(
     async with srv.project.graph(graph_id, config, saver) as graph:
         try:
             written = await graph.aupdate_state(config, values, as_node=as_node)
-        except (InvalidUpdateError, ValueError, KeyError) as exc:
+        # a reducer's refusal (add_messages raises NotImplementedError for a non-message)
+        except (InvalidUpdateError, ValueError, KeyError, TypeError, NotImplementedError) as exc:
             raise ApiError(422, f"cannot update the state of thread {thread_id!r}: {exc}") from exc
         head = srv.config(thread_id, None)
         snapshot = await graph.aget_state(head)

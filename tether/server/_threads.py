@@ -1,6 +1,7 @@
 """Threads: create, get, update, search, count, delete, copy, prune, state and history
-(design §2.2), and tether's own: the step log (``GET /threads/{id}/steps``) and a replay
-from it (``POST /threads/{id}/replay``)."""
+(design §2.2), and tether's own, for ``tether.debug``: the step log
+(``GET /threads/{id}/steps``), a replay from it (``POST /threads/{id}/replay``), a fork
+(``POST /threads/{id}/fork``) and a what-if (``POST /threads/{id}/what_if``)."""
 
 from __future__ import annotations
 
@@ -9,12 +10,13 @@ from typing import Annotated, Any
 import orjson
 from fastapi import APIRouter, Depends, Header, Query, Response
 
-from tether.server import _state, _thread_search
+from tether.server import _debug, _state, _thread_search
 from tether.server._errors import ApiError
-from tether.server._mapping import thread_json
+from tether.server._mapping import run_json, thread_json
 from tether.server._paths import path_id
 from tether.server._payloads import (
     BIGGEST_COUNT,
+    ForkRequest,
     HistoryRequest,
     ReplayRequest,
     StateAtCheckpoint,
@@ -23,6 +25,7 @@ from tether.server._payloads import (
     ThreadPrune,
     ThreadSearch,
     ThreadUpdate,
+    WhatIfRequest,
 )
 from tether.server._served import Served, served
 
@@ -163,6 +166,28 @@ async def get_steps(thread_id: str, srv: Srv) -> dict[str, Any]:
 async def replay(thread_id: str, body: ReplayRequest, srv: Srv) -> dict[str, Any]:
     """Replay the thread from its step log with the served graph (tether's own route)."""
     return await srv.replay(path_id(thread_id), body.upto)
+
+
+@router.post("/threads/{thread_id}/fork")
+async def fork(thread_id: str, body: ForkRequest, srv: Srv) -> dict[str, Any]:
+    """A new thread that starts where a step of this one started (tether's own route)."""
+    if (body.step is None) == (body.checkpoint_id is None):
+        raise ApiError(422, "give the fork's starting point as one of step or checkpoint_id")
+    at: int | str = body.step if body.step is not None else str(body.checkpoint_id)
+    thread = await _debug.fork_thread(
+        srv, path_id(thread_id), at, body.update, as_node=body.as_node, new_id=body.thread_id
+    )
+    return thread_json(thread)
+
+
+@router.post("/threads/{thread_id}/what_if")
+async def what_if(thread_id: str, body: WhatIfRequest, srv: Srv) -> dict[str, Any]:
+    """One recorded model answer or tool result replaced, run on in a new thread (tether's
+    own route): the new thread, and the run that runs it on (join it for the outcome)."""
+    thread, run = await _debug.what_if_thread(
+        srv, path_id(thread_id), body.step, body.output, new_id=body.thread_id
+    )
+    return {"thread": thread_json(thread), "run": run_json(run)}
 
 
 @router.patch("/threads/{thread_id}")
