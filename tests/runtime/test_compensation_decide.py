@@ -26,6 +26,7 @@ from tether.approvals import (
     ApprovalError,
     ApproverNotAllowedError,
     ArgsHashMismatchError,
+    decide,
     get_approval,
 )
 from tether.compensation import RUN_POLICY_KEY
@@ -237,3 +238,44 @@ async def test_a_failed_undo_is_retried_by_a_worker_once_a_person_approves(
     after = await runtime.get(failed.run_id)
     assert after.error is not None
     assert after.error["compensation"]["undone"] == ["email", "charge"]
+
+
+class _DiesAfterStoring:
+    """A decider that stores the decision and dies before enqueueing the continuation."""
+
+    async def is_pending(self, request: Any) -> bool:
+        return True
+
+    async def resume(self, request: Any, doc: dict[str, Any]) -> Any:
+        raise ConnectionResetError("the deciding process died")
+
+
+async def test_the_scheduler_continues_a_decision_its_decider_never_delivered(
+    runtime: Runtime, worker: Worker, tmp_path: Path
+) -> None:
+    failed, awaiting = await _failed_refund(runtime, "saga-orphan")
+    saver = await runtime.checkpointer()
+    request = (await get_approval(saver, awaiting["approval_id"])).request
+    with pytest.raises(ConnectionResetError):
+        await decide(
+            saver,
+            "saga-orphan",
+            request.approval_id,
+            "approve",
+            args_sha256=request.args_sha256,
+            resumer=_DiesAfterStoring(),
+            **LEAD,  # type: ignore[arg-type]
+        )
+    scheduler = Scheduler(runtime, decision_grace=30)
+    soon = await scheduler.tick()  # within the grace: its decider may still deliver it
+    assert soon.resumed == []
+    later = datetime.now(UTC) + timedelta(seconds=31)
+    report = await scheduler.tick(now=later)
+    assert report.resumed == [continuation_id(request.approval_id)]
+    await _continued(runtime, request.approval_id)
+    assert _reversal_attempts(tmp_path / "refund_saga") == 1
+    again = await scheduler.tick(now=later)
+    assert again.resumed == []
+    after = await runtime.get(failed.run_id)
+    assert after.error is not None
+    assert after.error["compensation"]["undone"] == ["issue_refund"]
