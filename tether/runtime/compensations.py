@@ -102,11 +102,11 @@ async def find_run(runtime: Runtime, request: ApprovalRequest) -> Run:
         )
     try:
         run = await runtime.get(run_id)
-    except RunNotFoundError as exc:
+    except RunNotFoundError:
         raise ApprovalNotPendingError(
-            f"approval {request.approval_id}: run {run_id}, whose compensation waits on it, "
-            "is not a run of this tenant"
-        ) from exc
+            f"approval {request.approval_id}: no run of this tenant is compensated on "
+            f"thread {request.thread_id!r}"
+        ) from None
     waiting = await runtime.list(thread_id=request.thread_id, status="interrupted")
     if waiting:
         raise ApprovalNotPendingError(
