@@ -24,6 +24,7 @@ from tests.runtime.workers import PROJECT
 from tether.approvals import (
     AlreadyDecidedError,
     ApprovalError,
+    ApprovalNotPendingError,
     ApproverNotAllowedError,
     ArgsHashMismatchError,
     decide,
@@ -279,3 +280,34 @@ async def test_the_scheduler_continues_a_decision_its_decider_never_delivered(
     after = await runtime.get(failed.run_id)
     assert after.error is not None
     assert after.error["compensation"]["undone"] == ["issue_refund"]
+
+
+async def test_a_thread_with_an_interrupted_run_refuses_until_it_is_settled(
+    runtime: Runtime, worker: Worker, tmp_path: Path
+) -> None:
+    _, awaiting = await _failed_refund(runtime, "saga-busy")
+    request = (await get_approval(await runtime.checkpointer(), awaiting["approval_id"])).request
+    paused = await runtime.create(
+        "refund_saga", thread_id="saga-busy", input=refund_input(), interrupt_before=["agent"]
+    )
+    assert (await runtime.wait(paused.run_id, timeout=60)).status == "interrupted"
+    with pytest.raises(ApprovalNotPendingError, match=f"interrupted run {paused.run_id}"):
+        await runtime.decide(
+            "saga-busy",
+            request.approval_id,
+            "approve",
+            args_sha256=request.args_sha256,
+            **LEAD,  # type: ignore[arg-type]
+        )
+    assert (await get_approval(await runtime.checkpointer(), request.approval_id)).decision is None
+    assert (await runtime.get(paused.run_id)).status == "interrupted"  # not closed by us
+    await runtime.cancel(paused.run_id)
+    await runtime.decide(
+        "saga-busy",
+        request.approval_id,
+        "approve",
+        args_sha256=request.args_sha256,
+        **LEAD,  # type: ignore[arg-type]
+    )
+    await _continued(runtime, request.approval_id)
+    assert _reversal_attempts(tmp_path / "refund_saga") == 1
