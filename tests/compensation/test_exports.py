@@ -12,10 +12,14 @@ EXPECTED = [
     "CompensationReport",
     "CompensationResumer",
     "EffectOutcome",
+    "SyncCompensationResumer",
     "compensate",
     "compensate_sync",
+    "compensated_run",
     "compensating",
     "compensating_graph",
+    "compensation_waits_on",
+    "is_compensation_request",
     "stopped_run",
 ]
 

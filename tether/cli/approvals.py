@@ -168,6 +168,14 @@ def _edited(args: argparse.Namespace, original: dict[str, Any]) -> dict[str, Any
 
 def _report(result: DecisionResult) -> None:
     d = result.decision
+    values = result.values
+    if isinstance(values, dict) and "continued_by" in values:  # a compensation, in a runtime
+        print(
+            f"{escape_text(d['decision'])} recorded for {escape_text(result.approval_id)} by "
+            f"{escape_text(d['by'])}; a worker continues the compensation in run "
+            f"{escape_text(values['continued_by'])}"
+        )
+        return
     print(
         f"{escape_text(d['decision'])} recorded for {escape_text(result.approval_id)} by "
         f"{escape_text(d['by'])}; the run resumed in process {os.getpid()}"

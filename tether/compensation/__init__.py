@@ -14,6 +14,7 @@ The names below are the whole API; the modules behind them are private.
 
 from tether.compensation._api import (
     CompensationResumer,
+    SyncCompensationResumer,
     compensate,
     compensate_sync,
     compensating_graph,
@@ -22,6 +23,11 @@ from tether.compensation._api import (
 from tether.compensation._flow import COMPENSATION_KIND
 from tether.compensation._report import CompensationReport, EffectOutcome
 from tether.compensation._settings import RUN_POLICY_KEY, compensating
+from tether.compensation._waiting import (
+    compensated_run,
+    compensation_waits_on,
+    is_compensation_request,
+)
 from tether.compensation.errors import CompensationConfigError, CompensationError
 
 __all__ = [
@@ -32,9 +38,13 @@ __all__ = [
     "CompensationReport",
     "CompensationResumer",
     "EffectOutcome",
+    "SyncCompensationResumer",
     "compensate",
     "compensate_sync",
+    "compensated_run",
     "compensating",
     "compensating_graph",
+    "compensation_waits_on",
+    "is_compensation_request",
     "stopped_run",
 ]

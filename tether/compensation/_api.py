@@ -16,6 +16,7 @@ from tether.compensation.errors import CompensationConfigError
 
 __all__ = [
     "CompensationResumer",
+    "SyncCompensationResumer",
     "compensate",
     "compensate_sync",
     "compensating_graph",
@@ -117,35 +118,26 @@ def compensate_sync(
     return run_sync(compensation_flow(ctx), checkpointer)
 
 
-class CompensationResumer:
-    """A :class:`tether.approvals.Resumer` for compensation requests: continues compensating.
-
-    ``await decide(saver, thread_id, approval_id, "approve", by=..., args_sha256=...,
-    resumer=CompensationResumer(graph))`` stores the decision with every check of
-    an approval, then continues the compensation of the thread.
-
-    Args:
-        graph: The graph made with :func:`compensating` that ran the thread.
-    """
+class _ResumerBase:
+    """What the async and sync resumers share: the graph, and the result of a pass."""
 
     def __init__(self, graph: Any) -> None:
         settings = settings_of(graph)
         if settings is None:
             raise CompensationConfigError(
-                "CompensationResumer needs the graph made with compensating(...)"
+                f"{type(self).__name__} needs the graph made with compensating(...)"
             )
         self.graph = graph
         register_edit_schemas(settings.tools_by_name(graph))
 
-    async def is_pending(self, request: ApprovalRequest) -> bool:
-        """Whether the thread's compensation waits on ``request``."""
-        checkpointer = self.graph.checkpointer
-        return await run(pending_flow(request.key, request.approval_id), checkpointer)
+    @staticmethod
+    def _config(request: ApprovalRequest) -> dict[str, Any]:
+        return {"configurable": {"thread_id": request.thread_id}}
 
-    async def resume(self, request: ApprovalRequest, doc: dict[str, Any]) -> DecisionResult:
-        """Continue compensating the thread with the stored decision."""
-        config = {"configurable": {"thread_id": request.thread_id}}
-        report = await compensate(self.graph, config)
+    @staticmethod
+    def _result(
+        request: ApprovalRequest, doc: dict[str, Any], report: CompensationReport
+    ) -> DecisionResult:
         return DecisionResult(
             approval_id=request.approval_id,
             decision=doc,
@@ -156,3 +148,49 @@ class CompensationResumer:
             finished=report.complete,
             values=report.to_dict(),
         )
+
+
+class CompensationResumer(_ResumerBase):
+    """A :class:`tether.approvals.Resumer` for compensation requests: continues compensating.
+
+    ``await decide(saver, thread_id, approval_id, "approve", by=..., args_sha256=...,
+    resumer=CompensationResumer(graph))`` stores the decision with every check of
+    an approval, then continues the compensation of the thread in this process.
+    The sync twin is :class:`SyncCompensationResumer` (for ``decide_sync``).
+
+    Args:
+        graph: The graph made with :func:`compensating` that ran the thread.
+    """
+
+    async def is_pending(self, request: ApprovalRequest) -> bool:
+        """Whether the thread's compensation waits on ``request``."""
+        checkpointer = self.graph.checkpointer
+        return await run(pending_flow(request.key, request.approval_id), checkpointer)
+
+    async def resume(self, request: ApprovalRequest, doc: dict[str, Any]) -> DecisionResult:
+        """Continue compensating the thread with the stored decision."""
+        report = await compensate(self.graph, self._config(request))
+        return self._result(request, doc, report)
+
+
+class SyncCompensationResumer(_ResumerBase):
+    """The sync twin of :class:`CompensationResumer`, for the sync deciding functions.
+
+    ``decide_sync(saver, thread_id, approval_id, "approve", by=..., args_sha256=...,
+    resumer=SyncCompensationResumer(graph))``, and likewise ``decide_as_sync``,
+    ``settle_sync`` and ``expire_due_sync``. Every ``compensate`` hook of the
+    graph's tools must then be sync (an async one is refused with a message).
+
+    Args:
+        graph: The graph made with :func:`compensating` that ran the thread.
+    """
+
+    def is_pending(self, request: ApprovalRequest) -> bool:
+        """Whether the thread's compensation waits on ``request``."""
+        checkpointer = self.graph.checkpointer
+        return run_sync(pending_flow(request.key, request.approval_id), checkpointer)
+
+    def resume(self, request: ApprovalRequest, doc: dict[str, Any]) -> DecisionResult:
+        """Continue compensating the thread with the stored decision."""
+        report = compensate_sync(self.graph, self._config(request))
+        return self._result(request, doc, report)

@@ -337,7 +337,13 @@ class Runtime(CronMethods):
         reason: str | None = None,
     ) -> DecisionResult:
         """Decide an approval (every check :func:`tether.approvals.decide` makes) and
-        enqueue the waiting run's resume; a worker continues it."""
+        enqueue the waiting run's resume; a worker continues it.
+
+        A compensation request (action ``compensate:<tool>``: an undo of an ended run
+        waits on a person) is decided the same way; the decision enqueues a
+        continuation run, and a worker continues the compensation and rewrites the
+        ended run's outcome (see :mod:`tether.runtime.compensations`).
+        """
         from tether.approvals import decide
         from tether.runtime.resumer import RuntimeResumer
 

@@ -41,6 +41,7 @@ from tether.runtime._timeouts import (
     deadline_watchdog,
     with_step_timeout,
 )
+from tether.runtime.compensations import CONTINUES, continue_compensation, summary
 from tether.runtime.context import RunContext
 from tether.runtime.errors import FenceLostError
 from tether.runtime.models import Run
@@ -123,6 +124,8 @@ class Execution:
             async with self.project.graph(
                 run.graph_id, cast(RunnableConfig, config), self.saver
             ) as loaded:
+                if CONTINUES in run.kwargs:  # a person decided: continue compensating
+                    return await continue_compensation(self.store, loaded, run, config, ctx)
                 graph = loaded
                 if ctx.step_timeout is not None:
                     graph, ctx.timed_nodes = with_step_timeout(loaded, ctx.step_timeout)
@@ -193,7 +196,7 @@ class Execution:
                 # Before the rollback deletes the run's records: they say what it did.
                 why = f"cancelled with rollback: {reason}" if reason else "cancelled with rollback"
                 done = await self._compensate(loaded, run, config, ctx, why)
-                reason = f"{reason}; {_summary(done)}" if reason else _summary(done)
+                reason = f"{reason}; {summary(done)}" if reason else summary(done)
             await self.saver.adelete_for_runs([run.run_id])
         state = await graph.aget_state(config)
         return lifecycle.cancelled(
@@ -325,18 +328,6 @@ class Execution:
                 return
             except Exception:  # a transient store error: the final flush retries
                 log.exception("run %s: writing events failed", ctx.fence.run_id)
-
-
-def _summary(report: dict[str, Any]) -> str:
-    """One line for a cancelled run's reason: what compensation did."""
-    if "error" in report:
-        return f"compensation failed: {report['error']}"
-    parts = [f"undone: {', '.join(report['undone']) or 'nothing'}"]
-    if report["not_undone"]:
-        parts.append("not undone: " + ", ".join(e["tool"] for e in report["not_undone"]))
-    if report["awaiting"]:
-        parts.append("awaiting a person: " + ", ".join(e["tool"] for e in report["awaiting"]))
-    return "; ".join(parts)
 
 
 class _Continue:

@@ -7,6 +7,12 @@ running the graph in the deciding process, turns the ``interrupted`` run row
 back into ``pending`` with ``Command(resume={interrupt_id: decision})`` as its
 input. The resume is idempotent: a second enqueue of the same run finds it no
 longer ``interrupted`` and changes nothing.
+
+A compensation request (action ``compensate:<tool>``) has no waiting run: the
+run it belongs to has ended. It is pending while the thread's compensation
+waits on it (read from the stored records, no graph needed), and deciding it
+enqueues a continuation run that a worker compensates with
+(:mod:`.compensations`).
 """
 
 from __future__ import annotations
@@ -14,6 +20,8 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 from tether.approvals import ApprovalRequest, DecisionResult
+from tether.compensation import compensation_waits_on, is_compensation_request
+from tether.runtime import compensations
 from tether.runtime.models import Run
 from tether.runtime.store.base import NewEvent
 
@@ -54,13 +62,29 @@ class RuntimeResumer:
         return None
 
     async def is_pending(self, request: ApprovalRequest) -> bool:
-        """Whether an ``interrupted`` run of the thread waits on this request."""
+        """Whether an ``interrupted`` run of the thread waits on this request (for a
+        compensation request: whether the thread's compensation does).
+
+        Raises:
+            ApprovalNotPendingError: A compensation request that this runtime's
+                tenant cannot continue now (the message says why).
+        """
+        if is_compensation_request(request):
+            runtime = await self._scope(request)
+            if runtime is None:
+                return False
+            if not await compensation_waits_on(await runtime.checkpointer(), request):
+                return False
+            await compensations.find_run(runtime, request)
+            return True
         return await self._waiting(request) is not None
 
     async def resume(self, request: ApprovalRequest, doc: dict[str, Any]) -> DecisionResult:
         """Enqueue the waiting run with the decision as its resume value."""
         from tether.approvals.errors import ApprovalNotPendingError
 
+        if is_compensation_request(request):
+            return await self._continue_compensation(request, doc)
         found = await self._waiting(request)
         if found is None:
             raise ApprovalNotPendingError(
@@ -89,4 +113,24 @@ class RuntimeResumer:
             pending=[],
             finished=False,
             values=None,
+        )
+
+    async def _continue_compensation(
+        self, request: ApprovalRequest, doc: dict[str, Any]
+    ) -> DecisionResult:
+        """Enqueue the continuation run; a worker compensates with the stored decision."""
+        from tether.approvals.errors import ApprovalNotPendingError
+
+        runtime = await self._scope(request)
+        if runtime is None:
+            raise ApprovalNotPendingError(
+                f"approval {request.approval_id!r}: thread {request.thread_id!r} is gone"
+            )
+        continuation = await compensations.enqueue(runtime, request, doc)
+        return DecisionResult(
+            approval_id=request.approval_id,
+            decision=doc,
+            pending=[],
+            finished=False,
+            values={"continued_by": continuation.run_id},
         )

@@ -7,7 +7,10 @@ once a second, the others try again every few seconds. A tick runs, in order:
 1. **expire approvals:** :func:`tether.approvals.expire_due` with a
    :class:`~tether.runtime.resumer.RuntimeResumer`, so a ``stop`` or
    ``safe_alternative`` policy enqueues the run's resume (a worker continues
-   it) and an escalation keeps it waiting. This runs before the deadlines: an
+   it) and an escalation keeps it waiting. An expired compensation request
+   (its policy is always ``stop``) enqueues the compensation's continuation: a
+   worker leaves the effect *not undone* (a timeout never undoes) and rewrites
+   the failed run's outcome. This runs before the deadlines: an
    approval that expired no later than its run's deadline has had its policy
    applied first (§3.8);
 2. **deadlines:** pending and interrupted runs past ``deadline_at`` become
@@ -18,7 +21,10 @@ once a second, the others try again every few seconds. A tick runs, in order:
    out the same way;
 3. **orphaned decisions:** an interrupted run waiting on an approval whose
    decision was stored ``decision_grace`` seconds ago or more and never
-   delivered (the deciding process died in between) is resumed with it;
+   delivered (the deciding process died in between) is resumed with it; a
+   decided compensation request whose compensation still waits on it after
+   that grace gets its continuation run enqueued (idempotent: one per request,
+   see :mod:`.compensations`);
 4. **crons:** each due cron fires its slot once (``tether_cron_fires``), the
    run created as ``Runtime.create`` creates it; the next slot is the first
    after now, so slots missed while no scheduler ran collapse into one fire;
@@ -42,9 +48,18 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from typing import TYPE_CHECKING
 
-from tether.approvals import ApprovalNotPendingError, ExpiryAction, expire_due, list_approvals
+from tether.approvals import (
+    ApprovalNotPendingError,
+    ApprovalView,
+    ExpiryAction,
+    expire_due,
+    list_approvals,
+)
+from tether.compensation import compensation_waits_on, is_compensation_request
 from tether.errors import TetherError
 from tether.runtime import temporary
+from tether.runtime.compensations import continuation_id
+from tether.runtime.errors import RunNotFoundError
 from tether.runtime.leadership import Leadership, leadership_for
 from tether.runtime.resumer import RuntimeResumer
 
@@ -222,12 +237,13 @@ class Scheduler:
                     report.errors.append(f"deadlines: run {run.run_id}: {exc}")
 
     async def _orphaned_decisions(self, now: datetime, report: TickReport) -> None:
+        settled = now - timedelta(seconds=self.decision_grace)
+        saver = await self.runtime.checkpointer()
+        views = {v.request.approval_id: v for v in await list_approvals(saver, status=None)}
+        await self._orphaned_compensations(list(views.values()), settled, report)
         waiting = await self.runtime.store.waiting_on_approvals()
         if not waiting:
             return
-        saver = await self.runtime.checkpointer()
-        views = {v.request.approval_id: v for v in await list_approvals(saver, status=None)}
-        settled = now - timedelta(seconds=self.decision_grace)
         for run in waiting:
             for waiting_on in run.waiting_on:
                 view = views.get(waiting_on.approval_id or "")
@@ -244,6 +260,40 @@ class Scheduler:
                 report.resumed.append(run.run_id)
                 log.info("scheduler: run %s resumed with its stored decision", run.run_id)
                 break
+
+    async def _orphaned_compensations(
+        self, views: list[ApprovalView], settled: datetime, report: TickReport
+    ) -> None:
+        """Decided compensation requests whose continuation was never enqueued."""
+        saver = await self.runtime.checkpointer()
+        resumer = RuntimeResumer(self.runtime, any_tenant=True)
+        for view in views:
+            doc = view.decision
+            request = view.request
+            if doc is None or not is_compensation_request(request):
+                continue
+            if datetime.fromisoformat(doc["at"]) > settled:
+                continue  # its decider may still be enqueueing it
+            if not await compensation_waits_on(saver, request):
+                continue  # continued already
+            continuation = continuation_id(request.approval_id)
+            with contextlib.suppress(RunNotFoundError):
+                await self.runtime.store.get_run(
+                    continuation, tenant=await self._tenant(request.thread_id)
+                )
+                continue  # enqueued; a worker will continue it
+            try:
+                await resumer.resume(request, doc)
+            except ApprovalNotPendingError as exc:
+                log.info("scheduler: compensation %s not continued: %s", request.approval_id, exc)
+                continue
+            report.resumed.append(continuation)
+            log.info(
+                "scheduler: compensation %s continued by run %s", request.approval_id, continuation
+            )
+
+    async def _tenant(self, thread_id: str) -> str:
+        return await self.runtime.store.thread_tenant(thread_id) or ""
 
     async def _crons(self, now: datetime, report: TickReport) -> None:
         store = self.runtime.store

@@ -25,7 +25,7 @@ import orjson
 from fastapi import APIRouter, Body, Depends, Query
 
 from tether.approvals import ApprovalError, UnknownApprovalError, get_approval
-from tether.runtime import Run, Runtime, streaming
+from tether.runtime import Run, Runtime, compensations, streaming
 from tether.server._errors import ApiError
 from tether.server._identity import User, current_user
 from tether.server._paths import path_id, quote_id
@@ -198,8 +198,7 @@ async def get_run(run_id: str, user: UserDep, srv: Srv) -> RunStatusOut:
     return shown
 
 
-def _approval_to_answer(run: Run, payload: dict[str, Any]) -> str:
-    waiting = [w.approval_id for w in run.waiting_on if w.approval_id]
+def _approval_to_answer(run: Run, waiting: list[str], payload: dict[str, Any]) -> str:
     named = payload.pop("approval_id", None)
     if named is not None:
         if named not in waiting:
@@ -223,12 +222,15 @@ async def resume_run(run_id: str, body: ResumeBody, user: UserDep, srv: Srv) -> 
     """Answer an interrupted run; it is enqueued again for a worker."""
     rt = tenant_runtime(srv.runtime, user)
     run = await rt.get(path_id(run_id))
+    waiting = [str(w.approval_id) for w in run.waiting_on if w.approval_id]
     if run.status != "interrupted":
-        raise ApiError(
-            409, f"run {run.run_id!r} is {run.status}, not interrupted: nothing to resume"
-        )
-    on_approval = any(w.approval_id for w in run.waiting_on)
-    if not on_approval:
+        # An ended run whose compensation waits on a person: decide that request.
+        waiting = await compensations.awaiting(rt, run)
+        if not waiting:
+            raise ApiError(
+                409, f"run {run.run_id!r} is {run.status}, not interrupted: nothing to resume"
+            )
+    if not waiting:
         if body.decision != "resume":
             raise ApiError(
                 422,
@@ -251,7 +253,7 @@ async def resume_run(run_id: str, body: ResumeBody, user: UserDep, srv: Srv) -> 
             f"got {type(body.payload).__name__}",
         )
     fields = dict(body.payload or {})
-    approval_id = _approval_to_answer(run, fields)
+    approval_id = _approval_to_answer(run, waiting, fields)
     decision = payload_from_body({**fields, "decision": body.decision})
     try:
         result = await decide_for(srv.runtime, user, approval_id, decision)

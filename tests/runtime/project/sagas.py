@@ -15,6 +15,7 @@ from langgraph.graph import END, START, StateGraph
 from tests.compensation.saga import APPROVERS, World, tools
 from tests.steps.graphs import State
 from tether.compensation import compensating
+from tether.graphs.refund import build_refund_graph
 
 
 def _workdir() -> Path:
@@ -72,3 +73,44 @@ async def _wait_for_release() -> None:
 
 saga_fails = _saga(_fail)
 saga_waits = _saga(_wait_for_release)
+
+
+class _Flag:
+    """A file of ``$TETHER_TEST_WORKDIR``, looked up at each call (see :class:`_World`)."""
+
+    def __init__(self, name: str) -> None:
+        self.name = name
+
+    def exists(self) -> bool:
+        return (_workdir() / self.name).exists()
+
+
+def _saga_undo_fails() -> Any:
+    """``saga_fails`` whose undo of the charge raises while ``$TETHER_TEST_WORKDIR/undo_down``
+    exists (the payments provider is down)."""
+    world = _World()
+    charge, email, ship, lookup = tools(world, failing_undo=_Flag("undo_down"))  # type: ignore[arg-type]
+
+    async def act(state: State) -> dict[str, Any]:
+        await charge.ainvoke({"order_id": "A1", "amount_cents": 4200})
+        await email.ainvoke({"to": "ada@example.com"})
+        await _fail()
+        return {}
+
+    graph = StateGraph(State)
+    graph.add_node("act", act)
+    graph.add_edge(START, "act")
+    graph.add_edge("act", END)
+    every = [charge, email, ship, lookup]
+    return compensating(graph.compile(), approvers=APPROVERS, tools=every)
+
+
+saga_undo_fails = _saga_undo_fails()
+
+
+def refund_saga() -> Any:
+    """The refund agent's saga (``build_refund_graph(saga=True)``): refund, email, a pickup
+    that fails; its world in ``$TETHER_TEST_WORKDIR/refund_saga``."""
+    return build_refund_graph(  # type: ignore[arg-type]
+        checkpointer=None, workdir=_workdir() / "refund_saga", saga=True
+    )

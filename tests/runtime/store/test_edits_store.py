@@ -12,6 +12,7 @@ from tether.runtime.errors import (
     AlreadyExistsError,
     AssistantNotFoundError,
     InvalidRunRequestError,
+    RunNotActiveError,
     RunNotFoundError,
     ThreadBusyError,
     ThreadNotFoundError,
@@ -108,6 +109,31 @@ async def test_delete_run_deletes_a_stopped_run_and_its_events(store: RunStore) 
     assert (await store.get_thread("t")).status == "idle"
     with pytest.raises(RunNotFoundError):
         await store.delete_run(run.run_id)
+
+
+async def test_set_run_ending_rewrites_an_ended_run_s_error_and_reason_only(
+    store: RunStore,
+) -> None:
+    run = await create(store, "t")
+    with pytest.raises(RunNotActiveError, match=f"run {run.run_id} is pending, not ended"):
+        await store.set_run_ending(run.run_id, error={"error": "X"}, reason="r")
+    claim = await claim_one(store)
+    with pytest.raises(RunNotActiveError, match="is running, not ended"):
+        await store.set_run_ending(run.run_id, error={"error": "X"}, reason="r")
+    error = {"error": "RuntimeError", "message": "boom"}
+    outcome = Outcome("error", "error", error=error, thread_error=error)
+    await store.finish(claim.hold, outcome)
+    with pytest.raises(RunNotFoundError):
+        await store.set_run_ending(run.run_id, tenant="other", error=None, reason=None)
+    with pytest.raises(RunNotFoundError):
+        await store.set_run_ending("nope", error=None, reason=None)
+    compensated = {**error, "compensation": {"undone": ["refund"]}}
+    ended = await store.set_run_ending(run.run_id, error=compensated, reason="undone: refund")
+    assert (ended.status, ended.error, ended.ended_reason) == (
+        "error", compensated, "undone: refund",
+    )  # fmt: skip
+    again = await store.get_run(run.run_id)
+    assert (again.status, again.error, again.ended_at) == ("error", compensated, ended.ended_at)
 
 
 async def test_assistant_versions_update_list_and_set_latest(store: RunStore) -> None:

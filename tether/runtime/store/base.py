@@ -445,6 +445,17 @@ class RunStore(Protocol):
         """Delete a stopped run and its events. Raises ``RunNotFoundError``, or
         ``ThreadBusyError`` while it is pending or running."""
 
+    async def set_run_ending(
+        self,
+        run_id: str,
+        *,
+        tenant: str = "",
+        error: Mapping[str, Any] | None,
+        reason: str | None,
+    ) -> Run:
+        """Rewrite an ended run's ``error`` and ``ended_reason`` (a later compensation
+        of it). Raises ``RunNotFoundError``, or ``RunNotActiveError`` unless it ended."""
+
     async def update_assistant(
         self,
         assistant_id: str,

@@ -18,6 +18,7 @@ from typing import Any, Literal
 from tether.runtime.errors import (
     AssistantNotFoundError,
     InvalidRunRequestError,
+    RunNotActiveError,
     RunNotFoundError,
     ThreadBusyError,
     ThreadNotFoundError,
@@ -125,6 +126,16 @@ class EditPlane(ABC):
         self, source: Thread, thread_id: str, tenant: str, meta: str, state: StateRecord | None
     ) -> Thread:
         """Insert a new thread with ``meta`` and the source's state; ``AlreadyExistsError``."""
+
+    @abstractmethod
+    async def get_run(self, run_id: str, *, tenant: str = "") -> Run: ...
+
+    @abstractmethod
+    async def _set_ending(
+        self, run_id: str, tenant: str, error: str | None, reason: str | None
+    ) -> Run | None:
+        """Replace an ended run's ``error`` (sealed JSON) and ``ended_reason``; ``None``
+        when the run is missing, foreign or not ended."""
 
     @abstractmethod
     async def _delete_run(self, run_id: str, tenant: str) -> Run | None:
@@ -267,6 +278,33 @@ class EditPlane(ABC):
         found = await self._delete_run(run_id, tenant)
         if found is None:
             raise RunNotFoundError(control.no_run(run_id))
+        return found
+
+    async def set_run_ending(
+        self,
+        run_id: str,
+        *,
+        tenant: str = "",
+        error: Mapping[str, Any] | None,
+        reason: str | None,
+    ) -> Run:
+        """Rewrite how an ended run ended: its ``error`` and ``ended_reason`` (what a
+        later compensation of the run undid). Its status and events stay.
+
+        Raises:
+            RunNotFoundError: missing or foreign.
+            RunNotActiveError: the run has not ended (``pending``, ``running`` or
+                ``interrupted``): a worker writes its outcome.
+        """
+        run = await self.get_run(run_id, tenant=tenant)
+        sealed = None
+        if error is not None:
+            sealed = self.rows.sealer.seal(dict(error), "tether.run", run_id, "error")
+        found = await self._set_ending(run_id, tenant, sealed, reason)
+        if found is None:
+            raise RunNotActiveError(
+                f"run {run_id} is {run.status}, not ended: its outcome is its worker's to write"
+            )
         return found
 
     # -- assistants -------------------------------------------------------------------------

@@ -102,6 +102,18 @@ class PostgresEditHooks(PostgresWorkerPlane):
         assert row is not None
         return self.rows.thread(row)
 
+    async def _set_ending(
+        self, run_id: str, tenant: str, error: str | None, reason: str | None
+    ) -> Run | None:
+        row = await self._write_one(
+            """UPDATE tether_runs SET error = %s, ended_reason = %s, updated_at = now()
+                WHERE run_id = %s AND tenant_id = %s
+                  AND status IN ('success', 'error', 'cancelled', 'timeout')
+            RETURNING *""",
+            (error, reason, run_id, tenant),
+        )
+        return None if row is None else self.rows.run(row)
+
     async def _delete_run(self, run_id: str, tenant: str) -> Run | None:
         async with self._tx() as cur:
             await cur.execute(

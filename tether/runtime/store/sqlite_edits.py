@@ -113,6 +113,21 @@ class SqliteEditHooks(SqliteWorkerPlane):
 
         return await self._write(insert)
 
+    async def _set_ending(
+        self, run_id: str, tenant: str, error: str | None, reason: str | None
+    ) -> Run | None:
+        def set_ending(db: DB, now: float) -> Run | None:
+            row = db.execute(
+                """UPDATE tether_runs SET error = ?, ended_reason = ?, updated_at = ?
+                    WHERE run_id = ? AND tenant_id = ?
+                      AND status IN ('success', 'error', 'cancelled', 'timeout')
+                RETURNING *""",
+                (error, reason, now, run_id, tenant),
+            ).fetchone()
+            return None if row is None else db.rows.run(row)
+
+        return await self._write(set_ending)
+
     async def _delete_run(self, run_id: str, tenant: str) -> Run | None:
         def delete(db: DB, now: float) -> Run | None:
             row = db.execute(

@@ -7,8 +7,9 @@ of another tenant.
 
 Where a request stands (:attr:`Entry.state`):
 
-* ``pending``: undecided, not expired, and an ``interrupted`` run waits on it:
-  a person can decide it (the queue);
+* ``pending``: undecided, not expired, and an ``interrupted`` run waits on it,
+  or (a compensation request, action ``compensate:<tool>``) the compensation
+  of its ended run waits on it: a person can decide it (the queue);
 * ``starting``: undecided and its thread has a run still executing (the run
   stores the request, then stops at it);
 * ``orphaned``: undecided and no run waits on it any more (the run was
@@ -27,6 +28,7 @@ from datetime import UTC, datetime
 from typing import Any
 
 from tether.approvals import ApprovalView, UnknownApprovalError, get_approval, list_approvals
+from tether.compensation import compensation_waits_on, is_compensation_request
 from tether.runtime import NotFoundError, Run, Runtime
 from tether.server._identity import User
 from tether.server.inbox._filters import Filters
@@ -122,6 +124,9 @@ async def _state(rt: Runtime, view: ApprovalView, run: Run | None, now: datetime
         return "overdue"
     if run is not None:
         return "pending"
+    if is_compensation_request(view.request):  # its run has ended; its compensation waits
+        waits = await compensation_waits_on(await rt.checkpointer(), view.request)
+        return "pending" if waits else "orphaned"
     newest = await rt.list(thread_id=view.request.thread_id, limit=1)
     if newest and newest[0].status in ("pending", "running"):
         return "starting"

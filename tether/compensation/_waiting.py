@@ -1,0 +1,47 @@
+"""What a process without the graph may ask about a thread's compensation (e.g. a runtime).
+
+Deciding a compensation request in a runtime happens in a process that may not
+have the graph (a web server, the CLI): it only needs to know whether a request
+is a compensation request, whether the compensation still waits on it, and
+which run it compensates. All three read stored records only; continuing the
+compensation is left to a process that has the graph (a worker).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from langgraph.checkpoint.base import BaseCheckpointSaver
+
+from tether.approvals import ApprovalRequest
+from tether.compensation._flow import RUN_KIND, pending_flow
+from tether.compensation._io import Flow, run
+from tether.compensation._requests import ACTION_PREFIX
+from tether.store import operations as ops
+
+__all__ = ["compensated_run", "compensation_waits_on", "is_compensation_request"]
+
+
+def is_compensation_request(request: ApprovalRequest) -> bool:
+    """Whether ``request`` was raised by compensation (action ``compensate:<tool>``)."""
+    return request.action.startswith(ACTION_PREFIX)
+
+
+async def compensation_waits_on(
+    checkpointer: BaseCheckpointSaver[Any], request: ApprovalRequest
+) -> bool:
+    """Whether the compensation of ``request``'s thread waits on ``request`` (no graph needed)."""
+    return await run(pending_flow(request.key, request.approval_id), checkpointer)
+
+
+def _run_of(thread_id: str) -> Flow[str | None]:
+    stored = yield ops.Get(RUN_KIND, thread_id)
+    if stored is None:
+        return None
+    found = stored.value.get("run_id")
+    return str(found) if found else None
+
+
+async def compensated_run(checkpointer: BaseCheckpointSaver[Any], thread_id: str) -> str | None:
+    """The run whose effects the thread's compensation undoes (``None``: not a run's)."""
+    return await run(_run_of(thread_id), checkpointer)
