@@ -78,8 +78,6 @@ async def test_the_role_reads_no_lease_secret_and_no_run_row_of_another_run(
 ) -> None:
     claim_a, run_b, _ = two_runs
     async with await _connect(admin_url, role, claim_a) as conn:
-        with pytest.raises(psycopg.errors.InsufficientPrivilege):
-            await conn.execute("SELECT * FROM tether_leases")
         # B's run row (and so its fence), B's thread row, B's events: invisible or refused.
         assert await _rows(conn, "SELECT fence FROM tether_runs WHERE run_id = %s", run_b) == []
         assert await _rows(conn, "SELECT * FROM tether_threads WHERE thread_id = %s", B) == []
@@ -89,6 +87,8 @@ async def test_the_role_reads_no_lease_secret_and_no_run_row_of_another_run(
         runs = await _rows(conn, "SELECT run_id FROM tether_runs")
         assert runs == [(claim_a.run.run_id,)]
         assert await _rows(conn, "SELECT thread_id FROM tether_threads") == [(A,)]
+        with pytest.raises(psycopg.errors.InsufficientPrivilege):
+            await conn.execute("SELECT * FROM tether_leases")
         # Without a scope, the run store's rows are refused outright.
         await conn.execute("RESET tether.run_scope")
         with pytest.raises(psycopg.Error, match="names no run"):
