@@ -3,27 +3,30 @@
 A worker connected as a role this module granted reads and writes checkpoint
 rows (``checkpoints``, ``checkpoint_blobs``, ``checkpoint_writes``) and
 tether's records and step log (``tether_records``, ``tether_steps``,
-``tether_step_chain``) **only of
-the thread of a run whose lease the current transaction named**:
+``tether_step_chain``) **only of the thread of a run it holds**, and of the
+run store only that run and its thread:
 
-* Every fenced write transaction starts with ``SELECT tether_assert_fence(run,
-  token), set_config('tether.run_scope', 'run:token', true)`` (one statement,
-  the one it always sent), and the savers queue the same setting before their
-  reads inside a run (:func:`tether.checkpointing.scope_reads`), so the scope
-  costs no round trip.
-* Row-level security policies on those tables, restrictive and applying only
-  to members of :data:`WORKER_GROUP`, admit a row when its ``thread_id`` is the
-  thread of the run the scope names **and** that run is ``running`` with that
-  fence right now (:data:`SCOPE_FUNCTION`, ``SECURITY DEFINER``, checked at
-  every statement). The setting itself is therefore no credential: setting it
-  to anything but a live lease opens nothing, and a lease dies with its claim.
+* Each claim goes through a ``SECURITY DEFINER`` function that stores the
+  SHA-256 of a fresh per-claim secret in ``tether_leases``, which the role
+  cannot read (:mod:`tether.runtime.worker_leases`). The fence counter is no
+  credential; ``run_id:fence:secret`` is.
+* Every fenced write transaction starts with ``SELECT tether_assert_lease(run,
+  fence, secret), set_config('tether.run_scope', 'run:fence:secret', true)``
+  (one statement), and the savers queue the same setting before their reads
+  inside a run (:func:`tether.checkpointing.scope_reads`), so the scope costs
+  no round trip.
+* Row-level security policies, restrictive and applying only to members of
+  :data:`WORKER_GROUP`, admit a row when its ``thread_id`` is the thread of the
+  run the scope names **and** that run is ``running`` with that fence and that
+  secret right now (:data:`SCOPE_FUNCTION`, ``SECURITY DEFINER``, checked at
+  every statement). On ``tether_runs`` and ``tether_threads`` they admit the
+  held run's thread (updates: the held run, in granted columns only); on
+  ``tether_run_events`` inserts of the held run at reserved seqs.
 * Other roles see no change (a permissive policy admits every row to them);
   the tables' owner bypasses row-level security anyway.
 
-The run store's own tables (runs, threads, events, workers, crons) stay
-readable and writable by the role, as a worker's claims, heartbeats, events
-and finishes need; it gets no DDL right anywhere and nothing on other tables
-(API keys, for instance).
+The role gets no DDL right anywhere, nothing on crons or other tables (API
+keys, for instance); ``docs/workers.md`` has the table of what it can do.
 """
 
 from __future__ import annotations
