@@ -94,10 +94,11 @@ UPDATE tether_runs
 RETURNING *"""
 
 
-# A member of tether workers grant's group that row-level security restricts
-# (pg_has_role is true for a superuser, which bypasses it).
+# A role with the privileges of tether workers grant's group (as its policies
+# see it: USAGE, not a membership without INHERIT such as a CREATEROLE
+# creator's), and not one that bypasses row-level security.
 _SCOPED_ROLE = """SELECT EXISTS (SELECT 1 FROM pg_roles g WHERE g.rolname = %s
-                          AND pg_has_role(current_user, g.oid, 'MEMBER'))
+                          AND pg_has_role(current_user, g.oid, 'USAGE'))
        AND NOT (SELECT rolsuper OR rolbypassrls FROM pg_roles WHERE rolname = current_user)"""
 
 

@@ -377,8 +377,7 @@ class PostgresWorkerPlane:
 
     async def release(self, hold: Hold, *, reason: str = "", retry: bool = False) -> Run:
         params = {"thread": hold.thread_id, "run": hold.run_id, "fence": hold.fence}
-        self._forget(hold)
-        async with self._tx() as cur:
+        async with self._ending(hold), self._tx() as cur:
             await self._enter(cur, hold)
             await cur.execute(_RELEASE_THREAD, params)
             await cur.execute(_RELEASE_RUN, {**params, "refund": 0 if retry else 1})
@@ -400,13 +399,22 @@ class PostgresWorkerPlane:
         return self.rows.run(row)
 
     async def finish(self, hold: Hold, outcome: Outcome) -> Run:
-        self._forget(hold)
-        async with self._tx() as cur:
+        async with self._ending(hold), self._tx() as cur:
             return await self._finish_in(cur, hold, outcome)
 
+    @asynccontextmanager
+    async def _ending(self, hold: Hold) -> AsyncIterator[None]:
+        """Stop heartbeating ``hold``'s claim once the block ended it or found it lost; any
+        other error keeps it renewed, for the caller to try again."""
+        try:
+            yield
+        except FenceLostError:
+            self._forget(hold)
+            raise
+        self._forget(hold)
+
     def _forget(self, hold: Hold) -> None:
-        """Stop heartbeating ``hold``'s claim (a finish or release ends it either way)."""
-        if hold.secret and self._leases.get(hold.run_id, (None, None))[1] == hold.secret:
+        if hold.secret and self._leases.get(hold.run_id, (0, ""))[1] == hold.secret:
             del self._leases[hold.run_id]
 
     async def _finish_in(self, cur: Cursor, hold: Hold, outcome: Outcome) -> Run:
