@@ -36,7 +36,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from tether.errors import ConfigurationError
-from tether.runtime.worker_leases import LEASE_FUNCTIONS, LEASE_TABLE, SCOPE_PATTERN
+from tether.runtime.worker_leases import LEASE_FUNCTIONS, LEASE_TABLE, SCOPE_PARTS
 
 Conn = Any  # psycopg.AsyncConnection; psycopg is imported when a grant runs
 
@@ -74,8 +74,6 @@ RUN_STORE_TABLES = (
 _READ_ONLY_TABLES = ("tether_runtime_migrations", "checkpoint_migrations")
 _ROLE_NAME = re.compile(r"[a-z_][a-z0-9_]{0,62}")
 _LOCK = "SELECT pg_advisory_xact_lock(hashtextextended('tether.workers.grant', 0))"
-# run_id:fence:secret (tether.runtime.worker_leases), braces doubled for two format passes.
-_PATTERN = SCOPE_PATTERN.replace("{", "{{").replace("}", "}}")
 # The encrypted stores' HMAC secret: one record every worker reads (tether.store).
 _SHARED_RECORD = "(kind = 'store_secret' AND thread_id = '__tether_store__')"
 
@@ -94,7 +92,7 @@ BEGIN
                     HINT = 'start the transaction with tether_assert_lease(run_id, fence, '
                            'secret) or set tether.run_scope to run_id:fence:secret';
     END IF;
-    parts := pg_catalog.regexp_match(scope, '{_PATTERN}');
+    parts := {{schema}}.tether_scope_parts(scope);
     IF parts IS NULL THEN
         -- The value is not echoed: it may hold a secret.
         RAISE EXCEPTION 'tether: malformed run scope, expected run_id:fence:secret '
@@ -125,27 +123,27 @@ BEGIN
     END IF;
     RETURN true;
 END $$""",
-    f"""CREATE OR REPLACE FUNCTION tether_scope_run() RETURNS text
+    """CREATE OR REPLACE FUNCTION tether_scope_run() RETURNS text
 LANGUAGE plpgsql STABLE SECURITY DEFINER AS $$
 BEGIN
-    PERFORM {{schema}}.tether_scope_thread();  -- verifies the lease, or raises
-    RETURN (pg_catalog.regexp_match(pg_catalog.current_setting('tether.run_scope'),
-                                    '{_PATTERN}'))[1];
+    PERFORM {schema}.tether_scope_thread();  -- verifies the lease, or raises
+    RETURN ({schema}.tether_scope_parts(
+        pg_catalog.current_setting('tether.run_scope')))[1];
 END $$""",
     # An event of the scoped run at a seq the run row reserved (last_seq). The
     # lease's fence and secret must match, but the run need not be running any
     # more: a finish records its event after the run row ended, in the same
     # transaction. Once that commits every reserved seq is taken.
-    f"""CREATE OR REPLACE FUNCTION tether_scope_admits_event(p_run_id text, p_seq bigint)
+    """CREATE OR REPLACE FUNCTION tether_scope_admits_event(p_run_id text, p_seq bigint)
 RETURNS boolean
 LANGUAGE plpgsql STABLE SECURITY DEFINER AS $$
 DECLARE
     scope text := pg_catalog.current_setting('tether.run_scope', true);
-    parts text[] := pg_catalog.regexp_match(scope, '{_PATTERN}');
+    parts text[] := {schema}.tether_scope_parts(scope);
 BEGIN
     IF parts IS NULL OR parts[1] IS DISTINCT FROM p_run_id OR NOT EXISTS (
-        SELECT 1 FROM {{schema}}.tether_runs r
-          JOIN {{schema}}.tether_leases l ON l.run_id = r.run_id AND l.fence = r.fence
+        SELECT 1 FROM {schema}.tether_runs r
+          JOIN {schema}.tether_leases l ON l.run_id = r.run_id AND l.fence = r.fence
          WHERE r.run_id = p_run_id AND r.fence = parts[2]::bigint AND p_seq <= r.last_seq
            AND l.secret_sha256 = pg_catalog.sha256(pg_catalog.convert_to(parts[3], 'UTF8')))
     THEN
@@ -327,7 +325,7 @@ async def _install(conn: Conn, role: str) -> None:
     schema = sql.Identifier(await _schema(conn))
     tables = sql.SQL(", ").join(map(sql.Identifier, RUN_STORE_TABLES + SCOPED_TABLES))
     functions = [(sig, create) for sig, create in LEASE_FUNCTIONS]
-    statements: list[Any] = [sql.SQL(LEASE_TABLE).format(schema=schema)]
+    statements: list[Any] = [sql.SQL(LEASE_TABLE).format(schema=schema), sql.SQL(SCOPE_PARTS)]
     statements += [sql.SQL(f).format(schema=schema) for f in _FUNCTIONS]
     statements += [sql.SQL(create).format(schema=schema) for _, create in functions]
     for signature in _SCOPE_FUNCTIONS + tuple(sig for sig, _ in functions):
