@@ -36,6 +36,7 @@ from langgraph.checkpoint.base import empty_checkpoint
 
 from tether import open_checkpointer
 from tether.boundaries import Fence, guarding
+from tether.checkpointing._fencing import run_scope
 from tether.runtime.context import RunContext
 from tether.runtime.ids import system_assistant_id
 from tether.runtime.store import NewRun, open_run_store
@@ -48,8 +49,9 @@ def role_url(admin_url: str, role: str) -> str:
     return f"{scheme}://{role}@{rest.rpartition('@')[2]}"
 
 
-async def _hold(url: str, thread_id: str) -> Fence:
-    """Create and claim one run of ``thread_id`` as a worker would; its fence."""
+async def _hold(url: str, thread_id: str, claimer: str | None = None) -> Fence:
+    """Create one run of ``thread_id`` and claim it on ``claimer`` (default ``url``) as a
+    worker would; its fence (with the lease secret when ``claimer`` is a worker role)."""
     async with open_run_store(url) as store:
         await store.put_assistant(
             "g",
@@ -58,9 +60,10 @@ async def _hold(url: str, thread_id: str) -> Fence:
             if_exists="do_nothing",
         )
         await store.create_run(NewRun("g", thread_id=thread_id, if_not_exists="create"))
+    async with open_run_store(claimer or url) as store:
         claims = await store.claim(f"w-{thread_id}", graphs=["g"], limit=1, lease=3600)
         run = claims[0].run
-        return Fence(run.run_id, run.thread_id, run.fence)
+        return Fence(run.run_id, run.thread_id, run.fence, claims[0].secret)
 
 
 def _guard(fence: Fence) -> RunContext:
@@ -106,7 +109,7 @@ async def step_micros(url: str, fence: Fence, steps: int) -> list[float]:
 
 async def steps_pair(admin: str, worker: str, steps: int) -> tuple[float, float]:
     owner_fence = await _hold(admin, "owner")
-    role_fence = await _hold(admin, "role")
+    role_fence = await _hold(admin, "role", worker)
     owner: list[float] = []
     role: list[float] = []
     block = max(10, steps // 8)
@@ -150,8 +153,9 @@ async def server_micros(url: str, fence: Fence, statements: int) -> float:
     async with await psycopg.AsyncConnection.connect(url, autocommit=True) as conn:
         conn.add_notice_handler(lambda notice: took.append(float(notice.message_primary or 0)))
         async with conn.transaction():
-            scope = f"{fence.run_id}:{fence.token}"
-            await conn.execute("SELECT set_config('tether.run_scope', %s, true)", (scope,))
+            await conn.execute(
+                "SELECT set_config('tether.run_scope', %s, true)", (run_scope(fence),)
+            )
             await conn.execute(_LOOP.format(n=statements, thread=fence.thread_id))
     return took[0] * 1e6 / statements
 
@@ -169,9 +173,14 @@ async def main(steps: int, runs: int, statements: int) -> None:
         )
         fence = await _hold(steps_db, "server")
         await step_micros(steps_db, fence, 1)
+        role_fence = await _hold(steps_db, "server-role", role_url(steps_db, role))
+        await step_micros(steps_db, role_fence, 1)
         owner_read = min([await server_micros(steps_db, fence, statements) for _ in range(3)])
         role_read = min(
-            [await server_micros(role_url(steps_db, role), fence, statements) for _ in range(3)]
+            [
+                await server_micros(role_url(steps_db, role), role_fence, statements)
+                for _ in range(3)
+            ]
         )
         print(
             f"server, {statements} checkpoint reads in a loop (best of 3): owner "

@@ -64,11 +64,24 @@ _CANCEL_ACTIONS = ("interrupt", "rollback")
 
 
 class Fence(NamedTuple):
-    """The claim a worker holds on a run: valid while the run row carries ``token``."""
+    """The claim a worker holds on a run: valid while the run row carries ``token``.
+
+    ``secret`` is the claim's lease secret when the run store minted one (a
+    run-scoped worker role, see :mod:`tether.runtime.worker_role`); ``""`` otherwise.
+    It is left out of the ``repr``.
+    """
 
     run_id: str
     thread_id: str
     token: int
+    secret: str = ""
+
+    def __repr__(self) -> str:
+        hidden = ", secret=<hidden>" if self.secret else ""
+        return (
+            f"Fence(run_id={self.run_id!r}, thread_id={self.thread_id!r}, "
+            f"token={self.token!r}{hidden})"
+        )
 
 
 @runtime_checkable

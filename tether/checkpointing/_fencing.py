@@ -38,6 +38,7 @@ from tether.checkpointing._delegating import innermost
 
 __all__ = [
     "ASSERT_FENCE_SQL",
+    "ASSERT_LEASE_SQL",
     "FENCED_TRANSACTION_TIMEOUT_MS",
     "FENCE_LOST",
     "FENCE_SQLSTATE",
@@ -56,11 +57,16 @@ __all__ = [
 ]
 
 # The check and the run scope in one statement: a scoped role's row-level
-# policies verify the scope against the run's live lease at every use, so the
-# setting needs no secret (see tether.runtime.worker_role).
+# policies verify the scope (run, fence and the claim's lease secret) against
+# the run's live lease at every use (see tether.runtime.worker_role).
 RUN_SCOPE_SETTING = "tether.run_scope"
 ASSERT_FENCE_SQL = (
     f"SELECT tether_assert_fence(%s, %s), set_config('{RUN_SCOPE_SETTING}', %s, true)"
+)
+# A claim with a lease secret (a run-scoped worker role): the role cannot read
+# the run store, so a SECURITY DEFINER function checks the fence and the secret.
+ASSERT_LEASE_SQL = (
+    f"SELECT tether_assert_lease(%s, %s, %s), set_config('{RUN_SCOPE_SETTING}', %s, true)"
 )
 _READ_SCOPE_SQL = f"SELECT set_config('{RUN_SCOPE_SETTING}', %s, true)"
 # A fenced PostgreSQL transaction holds a share lock on the run row, which a
@@ -140,11 +146,18 @@ async def assert_fence(cur: Any) -> None:
         return
     if cur.connection.info.server_version >= 170000:
         await cur.execute(f"SET LOCAL transaction_timeout = {FENCED_TRANSACTION_TIMEOUT_MS}")
-    await cur.execute(ASSERT_FENCE_SQL, (fence.run_id, fence.token, run_scope(fence)))
+    scope = run_scope(fence)
+    if fence.secret:
+        await cur.execute(ASSERT_LEASE_SQL, (fence.run_id, fence.token, fence.secret, scope))
+    else:
+        await cur.execute(ASSERT_FENCE_SQL, (fence.run_id, fence.token, scope))
 
 
 def run_scope(fence: Fence) -> str:
-    """The value of ``tether.run_scope`` naming ``fence``'s run: ``run_id:token``."""
+    """The value of ``tether.run_scope`` naming ``fence``'s run: ``run_id:token``, and
+    ``:secret`` when the claim has a lease secret (a run-scoped worker role)."""
+    if fence.secret:
+        return f"{fence.run_id}:{fence.token}:{fence.secret}"
     return f"{fence.run_id}:{fence.token}"
 
 

@@ -265,7 +265,7 @@ class Worker:
             left = (run.deadline_at - datetime.now(UTC)).total_seconds()
             deadline = time.monotonic() + left
         ctx = RunContext(
-            fence=Fence(run.run_id, run.thread_id, run.fence),
+            fence=Fence(run.run_id, run.thread_id, run.fence, claim.secret),
             tenant=run.tenant_id,
             worker_id=self.worker_id,
             lease=self.lease,

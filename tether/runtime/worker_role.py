@@ -3,27 +3,30 @@
 A worker connected as a role this module granted reads and writes checkpoint
 rows (``checkpoints``, ``checkpoint_blobs``, ``checkpoint_writes``) and
 tether's records and step log (``tether_records``, ``tether_steps``,
-``tether_step_chain``) **only of
-the thread of a run whose lease the current transaction named**:
+``tether_step_chain``) **only of the thread of a run it holds**, and of the
+run store only that run and its thread:
 
-* Every fenced write transaction starts with ``SELECT tether_assert_fence(run,
-  token), set_config('tether.run_scope', 'run:token', true)`` (one statement,
-  the one it always sent), and the savers queue the same setting before their
-  reads inside a run (:func:`tether.checkpointing.scope_reads`), so the scope
-  costs no round trip.
-* Row-level security policies on those tables, restrictive and applying only
-  to members of :data:`WORKER_GROUP`, admit a row when its ``thread_id`` is the
-  thread of the run the scope names **and** that run is ``running`` with that
-  fence right now (:data:`SCOPE_FUNCTION`, ``SECURITY DEFINER``, checked at
-  every statement). The setting itself is therefore no credential: setting it
-  to anything but a live lease opens nothing, and a lease dies with its claim.
+* Each claim goes through a ``SECURITY DEFINER`` function that stores the
+  SHA-256 of a fresh per-claim secret in ``tether_leases``, which the role
+  cannot read (:mod:`tether.runtime.worker_leases`). The fence counter is no
+  credential; ``run_id:fence:secret`` is.
+* Every fenced write transaction starts with ``SELECT tether_assert_lease(run,
+  fence, secret), set_config('tether.run_scope', 'run:fence:secret', true)``
+  (one statement), and the savers queue the same setting before their reads
+  inside a run (:func:`tether.checkpointing.scope_reads`), so the scope costs
+  no round trip.
+* Row-level security policies, restrictive and applying only to members of
+  :data:`WORKER_GROUP`, admit a row when its ``thread_id`` is the thread of the
+  run the scope names **and** that run is ``running`` with that fence and that
+  secret right now (:data:`SCOPE_FUNCTION`, ``SECURITY DEFINER``, checked at
+  every statement). On ``tether_runs`` and ``tether_threads`` they admit the
+  held run's thread (updates: the held run, in granted columns only); on
+  ``tether_run_events`` inserts of the held run at reserved seqs.
 * Other roles see no change (a permissive policy admits every row to them);
   the tables' owner bypasses row-level security anyway.
 
-The run store's own tables (runs, threads, events, workers, crons) stay
-readable and writable by the role, as a worker's claims, heartbeats, events
-and finishes need; it gets no DDL right anywhere and nothing on other tables
-(API keys, for instance).
+The role gets no DDL right anywhere, nothing on crons or other tables (API
+keys, for instance); ``docs/workers.md`` has the table of what it can do.
 """
 
 from __future__ import annotations
@@ -33,6 +36,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from tether.errors import ConfigurationError
+from tether.runtime.worker_leases import LEASE_FUNCTIONS, LEASE_TABLE, SCOPE_PARTS
 
 Conn = Any  # psycopg.AsyncConnection; psycopg is imported when a grant runs
 
@@ -85,18 +89,24 @@ BEGIN
         RAISE EXCEPTION 'tether: this transaction names no run, and a scoped worker role '
                         'reads and writes checkpoints and records only for a run it holds'
               USING ERRCODE = 'TL002',
-                    HINT = 'start the transaction with tether_assert_fence(run_id, fence) '
-                           'or set tether.run_scope to run_id:fence';
+                    HINT = 'start the transaction with tether_assert_lease(run_id, fence, '
+                           'secret) or set tether.run_scope to run_id:fence:secret';
     END IF;
-    parts := pg_catalog.regexp_match(scope, '^(.+):(-?[0-9]{{{{1,18}}}})$');
+    parts := {{schema}}.tether_scope_parts(scope);
     IF parts IS NULL THEN
-        RAISE EXCEPTION 'tether: malformed run scope %, expected run_id:fence', scope
+        -- The value is not echoed: it may hold a secret.
+        RAISE EXCEPTION 'tether: malformed run scope, expected run_id:fence:secret '
+                        '(a lease secret is minted by each claim of a scoped worker role)'
               USING ERRCODE = 'TL002';
     END IF;
-    SELECT r.thread_id INTO found FROM {{schema}}.tether_runs r
-     WHERE r.run_id = parts[1] AND r.fence = parts[2]::bigint AND r.status = 'running';
+    SELECT r.thread_id INTO found
+      FROM {{schema}}.tether_runs r
+      JOIN {{schema}}.tether_leases l ON l.run_id = r.run_id AND l.fence = r.fence
+     WHERE r.run_id = parts[1] AND r.fence = parts[2]::bigint AND r.status = 'running'
+       AND l.secret_sha256 = pg_catalog.sha256(pg_catalog.convert_to(parts[3], 'UTF8'));
     IF found IS NULL THEN
-        RAISE EXCEPTION 'tether: run % no longer holds fence %', parts[1], parts[2]
+        RAISE EXCEPTION 'tether: run % no longer holds fence % (or the lease secret is wrong)',
+              parts[1], parts[2]
               USING ERRCODE = 'TL001';
     END IF;
     RETURN found;
@@ -113,6 +123,68 @@ BEGIN
     END IF;
     RETURN true;
 END $$""",
+    """CREATE OR REPLACE FUNCTION tether_scope_run() RETURNS text
+LANGUAGE plpgsql STABLE SECURITY DEFINER AS $$
+BEGIN
+    PERFORM {schema}.tether_scope_thread();  -- verifies the lease, or raises
+    RETURN ({schema}.tether_scope_parts(
+        pg_catalog.current_setting('tether.run_scope')))[1];
+END $$""",
+    # An event of the scoped run at a seq the run row reserved (last_seq). The
+    # lease's fence and secret must match, but the run need not be running any
+    # more: a finish records its event after the run row ended, in the same
+    # transaction. Once that commits every reserved seq is taken.
+    """CREATE OR REPLACE FUNCTION tether_scope_admits_event(p_run_id text, p_seq bigint)
+RETURNS boolean
+LANGUAGE plpgsql STABLE SECURITY DEFINER AS $$
+DECLARE
+    scope text := pg_catalog.current_setting('tether.run_scope', true);
+    parts text[] := {schema}.tether_scope_parts(scope);
+BEGIN
+    IF parts IS NULL OR parts[1] IS DISTINCT FROM p_run_id OR NOT EXISTS (
+        SELECT 1 FROM {schema}.tether_runs r
+          JOIN {schema}.tether_leases l ON l.run_id = r.run_id AND l.fence = r.fence
+         WHERE r.run_id = p_run_id AND r.fence = parts[2]::bigint AND p_seq <= r.last_seq
+           AND l.secret_sha256 = pg_catalog.sha256(pg_catalog.convert_to(parts[3], 'UTF8')))
+    THEN
+        RAISE EXCEPTION 'tether: an event of run % is outside this transaction''s run scope',
+              p_run_id
+              USING ERRCODE = '42501';
+    END IF;
+    RETURN true;
+END $$""",
+)
+_SCOPE_FUNCTIONS = (
+    "tether_scope_thread()",
+    "tether_scope_admits(text)",
+    "tether_scope_run()",
+    "tether_scope_admits_event(text, bigint)",
+)
+# What the role may change in the rows the policies show it (a finish, a
+# release, an event's seq): never a run's identity, thread or fence.
+_RUN_COLUMNS = (
+    "status",
+    "worker_id",
+    "lease_expires_at",
+    "waiting_on",
+    "error",
+    "ended_reason",
+    "ended_at",
+    "input",
+    "input_kind",
+    "last_seq",
+    "updated_at",
+    "available_at",
+    "attempt",
+)
+_THREAD_COLUMNS = (
+    "active_run_id",
+    "status",
+    "state_values",
+    "interrupts",
+    "error",
+    "updated_at",
+    "state_updated_at",
 )
 
 
@@ -246,27 +318,47 @@ async def _install(conn: Conn, role: str) -> None:
     from psycopg import sql
 
     group = sql.Identifier(WORKER_GROUP)
-    # No SET search_path (it costs a configuration save and restore at every
-    # call): every name in the bodies is schema-qualified instead, so objects a
-    # caller creates elsewhere (pg_temp) cannot stand in for them.
+    # No SET search_path on the per-statement functions (it costs a configuration
+    # save and restore at every call): every name in their bodies is
+    # schema-qualified instead, so objects a caller creates elsewhere (pg_temp)
+    # cannot stand in for them. The claim and heartbeat functions set it.
     schema = sql.Identifier(await _schema(conn))
-    statements: list[Any] = [sql.SQL(f).format(schema=schema) for f in _FUNCTIONS]
+    tables = sql.SQL(", ").join(map(sql.Identifier, RUN_STORE_TABLES + SCOPED_TABLES))
+    functions = [(sig, create) for sig, create in LEASE_FUNCTIONS]
+    statements: list[Any] = [sql.SQL(LEASE_TABLE).format(schema=schema), sql.SQL(SCOPE_PARTS)]
+    statements += [sql.SQL(f).format(schema=schema) for f in _FUNCTIONS]
+    statements += [sql.SQL(create).format(schema=schema) for _, create in functions]
+    for signature in _SCOPE_FUNCTIONS + tuple(sig for sig, _ in functions):
+        statements += [
+            sql.SQL(f"REVOKE ALL ON FUNCTION {signature} FROM PUBLIC"),
+            sql.SQL(f"GRANT EXECUTE ON FUNCTION {signature} TO {{}}").format(group),
+        ]
     statements += [
-        sql.SQL("REVOKE ALL ON FUNCTION {}() FROM PUBLIC").format(sql.Identifier(SCOPE_FUNCTION)),
-        sql.SQL("REVOKE ALL ON FUNCTION tether_scope_admits(text) FROM PUBLIC"),
-        sql.SQL("GRANT EXECUTE ON FUNCTION {}() TO {}").format(
-            sql.Identifier(SCOPE_FUNCTION), group
-        ),
-        sql.SQL("GRANT EXECUTE ON FUNCTION tether_scope_admits(text) TO {}").format(group),
+        sql.SQL("REVOKE ALL ON tether_leases FROM PUBLIC"),
         sql.SQL("GRANT CONNECT ON DATABASE {} TO {}").format(
             sql.Identifier(str(conn.info.dbname)), group
         ),
-        sql.SQL("GRANT USAGE ON SCHEMA {} TO {}").format(
-            sql.Identifier(await _schema(conn)), group
-        ),
+        sql.SQL("GRANT USAGE ON SCHEMA {} TO {}").format(schema, group),
+        # From scratch at every grant: an older grant gave the whole run store.
+        sql.SQL("REVOKE ALL ON {} FROM {}").format(tables, group),
         sql.SQL("GRANT SELECT, INSERT, UPDATE, DELETE ON {} TO {}").format(
-            sql.SQL(", ").join(map(sql.Identifier, RUN_STORE_TABLES + SCOPED_TABLES)), group
+            sql.SQL(", ").join(map(sql.Identifier, SCOPED_TABLES)), group
         ),
+        # The run store: rows of the held run's thread only (policies below);
+        # claims and heartbeats go through the lease functions.
+        sql.SQL("GRANT SELECT ON tether_runs, tether_threads TO {}").format(group),
+        sql.SQL("GRANT UPDATE ({}) ON tether_runs TO {}").format(
+            sql.SQL(", ").join(map(sql.Identifier, _RUN_COLUMNS)), group
+        ),
+        sql.SQL("GRANT UPDATE ({}) ON tether_threads TO {}").format(
+            sql.SQL(", ").join(map(sql.Identifier, _THREAD_COLUMNS)), group
+        ),
+        sql.SQL("GRANT INSERT ON tether_run_events TO {}").format(group),
+        # A worker registers its graphs' system assistants and itself.
+        sql.SQL("GRANT SELECT, INSERT ON {} TO {}").format(
+            sql.SQL("tether_assistants, tether_assistant_versions"), group
+        ),
+        sql.SQL("GRANT SELECT, INSERT, UPDATE, DELETE ON tether_workers TO {}").format(group),
         sql.SQL("GRANT SELECT ON {} TO {}").format(
             sql.SQL(", ").join(map(sql.Identifier, _READ_ONLY_TABLES)), group
         ),
@@ -274,41 +366,66 @@ async def _install(conn: Conn, role: str) -> None:
         sql.SQL("GRANT {} TO {}").format(group, sql.Identifier(role)),
     ]
     for table in SCOPED_TABLES:
-        statements += _policies(table)
+        statements += _policies(table, _scoped_table_policies(table))
+    for table, policies in _RUN_STORE_POLICIES.items():
+        statements += _policies(table, policies)
     for statement in statements:
         await conn.execute(statement)
 
 
-def _policies(table: str) -> list[Any]:
-    """Row-level security on ``table``: every row for others, the scope's thread for workers."""
+_IN_SCOPE = f"thread_id = (SELECT {SCOPE_FUNCTION}())"
+Policy = tuple[str, str, str | None, str | None]
+"""(name, command, USING, WITH CHECK) of a restrictive policy for the group."""
+
+# Rows of the held run's thread: the run row itself, the thread's other runs
+# (a finish looks for a pending one), the thread row. Updates: the held run and
+# its thread only, in the granted columns; no insert, no delete. Events: only
+# inserts, of the held run, at seqs its row reserved.
+_RUN_STORE_POLICIES: dict[str, tuple[Policy, ...]] = {
+    "tether_runs": (
+        ("tether_scope_select", "SELECT", _IN_SCOPE, None),
+        ("tether_scope_update", "UPDATE", "run_id = (SELECT tether_scope_run())", "true"),
+    ),
+    "tether_threads": (
+        ("tether_scope_select", "SELECT", _IN_SCOPE, None),
+        ("tether_scope_update", "UPDATE", _IN_SCOPE, "true"),
+    ),
+    "tether_run_events": (
+        ("tether_scope_select", "SELECT", "false", None),
+        ("tether_scope_insert", "INSERT", None, "tether_scope_admits_event(run_id, seq)"),
+    ),
+}
+
+
+def _scoped_table_policies(table: str) -> tuple[Policy, ...]:
+    readable = f"{_SHARED_RECORD} OR {_IN_SCOPE}" if table == "tether_records" else _IN_SCOPE
+    admits = "tether_scope_admits(thread_id)"
+    return (
+        ("tether_scope_select", "SELECT", readable, None),
+        ("tether_scope_insert", "INSERT", None, admits),
+        ("tether_scope_update", "UPDATE", _IN_SCOPE, admits),
+        ("tether_scope_delete", "DELETE", _IN_SCOPE, None),
+    )
+
+
+def _policies(table: str, restrictive: tuple[Policy, ...]) -> list[Any]:
+    """Row-level security on ``table``: every row for others, ``restrictive`` for workers."""
     from psycopg import sql
 
     name = sql.Identifier(table)
     group = sql.Identifier(WORKER_GROUP)
-    in_scope = f"thread_id = (SELECT {SCOPE_FUNCTION}())"
-    readable = f"{_SHARED_RECORD} OR {in_scope}" if table == "tether_records" else in_scope
-    admits = "tether_scope_admits(thread_id)"
-    policies = (
-        ("tether_everyone", "ALL", "PERMISSIVE", "PUBLIC", "true", "true"),
-        ("tether_scope_select", "SELECT", "RESTRICTIVE", None, readable, None),
-        ("tether_scope_insert", "INSERT", "RESTRICTIVE", None, None, admits),
-        ("tether_scope_update", "UPDATE", "RESTRICTIVE", None, in_scope, admits),
-        ("tether_scope_delete", "DELETE", "RESTRICTIVE", None, in_scope, None),
-    )
-    enable = sql.SQL("ALTER TABLE {} ENABLE ROW LEVEL SECURITY").format(name)
-    out: list[Any] = [enable]
-    for policy, command, kind, to, using, check in policies:
+    out: list[Any] = [sql.SQL("ALTER TABLE {} ENABLE ROW LEVEL SECURITY").format(name)]
+    policies = (("tether_everyone", "ALL", "true", "true"), *restrictive)
+    for policy, command, using, check in policies:
         out.append(sql.SQL("DROP POLICY IF EXISTS {} ON {}").format(sql.Identifier(policy), name))
+        kind = "PERMISSIVE" if policy == "tether_everyone" else "RESTRICTIVE"
         text = "CREATE POLICY {} ON {} AS " + kind + " FOR " + command + " TO {}"
         if using is not None:
             text += f" USING ({using})"
         if check is not None:
             text += f" WITH CHECK ({check})"
-        out.append(
-            sql.SQL(text).format(
-                sql.Identifier(policy), name, sql.SQL("PUBLIC") if to == "PUBLIC" else group
-            )
-        )
+        to = sql.SQL("PUBLIC") if policy == "tether_everyone" else group
+        out.append(sql.SQL(text).format(sql.Identifier(policy), name, to))
     return out
 
 

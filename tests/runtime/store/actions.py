@@ -56,7 +56,7 @@ def held_guard(claim: Claim) -> RunContext:
 
     run = claim.run
     return RunContext(
-        fence=Fence(run.run_id, run.thread_id, run.fence),
+        fence=Fence(run.run_id, run.thread_id, run.fence, claim.secret),
         tenant=run.tenant_id,
         worker_id=claim.hold.worker_id,
         lease=3600.0,

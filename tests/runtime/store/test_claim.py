@@ -76,7 +76,7 @@ async def test_a_claim_writes_run_started_and_holds_the_thread(store: RunStore) 
         "w1",
     )
     assert (claim.run.fence, claim.run.attempt) == (1, 1)
-    assert claim.hold == (run.run_id, "t1", "w1", 1)
+    assert claim.hold == (run.run_id, "t1", "w1", 1, "")  # no lease secret: not a scoped role
     thread = await store.get_thread("t1")
     assert (thread.status, thread.active_run_id) == ("busy", run.run_id)
     [started] = (await store.events(run.run_id))[1:]

@@ -38,6 +38,13 @@ async def store(admin_url: str, role: str) -> AsyncIterator[RunStore]:
         yield s
 
 
+@pytest.fixture
+async def worker(store: RunStore, admin_url: str, role: str) -> AsyncIterator[RunStore]:
+    """The run store as the worker role: its claims mint lease secrets."""
+    async with open_run_store(role_url(admin_url, role)) as s:
+        yield s
+
+
 def _config(thread_id: str) -> RunnableConfig:
     return {"configurable": {"thread_id": thread_id, "checkpoint_ns": ""}}
 
@@ -64,10 +71,11 @@ async def _seed(admin_url: str) -> None:
 
 
 async def test_a_worker_role_reads_and_writes_its_own_run_s_thread(
-    store: RunStore, admin_url: str, role: str
+    store: RunStore, worker: RunStore, admin_url: str, role: str
 ) -> None:
     await create(store, A)
-    claim = await claim_one(store)
+    claim = await claim_one(worker)
+    assert len(claim.secret) == 64
     async with _as_role(admin_url, role) as saver:
         assert getattr(saver, "scoped", False) is True
         with guarding(held_guard(claim)):
@@ -83,15 +91,15 @@ async def test_a_worker_role_reads_and_writes_its_own_run_s_thread(
             assert await records.append_step(A, {"kind": "model"}) == 0
             assert len(await records.steps(A)) == 1
             assert [c.checkpoint["id"] async for c in saver.alist(_config(A))] == [written]
-    await store.finish(claim.hold, Outcome("success", "idle"))
+    await worker.finish(claim.hold, Outcome("success", "idle"))
 
 
 async def test_a_lease_on_run_a_neither_shows_nor_writes_thread_b(
-    store: RunStore, admin_url: str, role: str
+    store: RunStore, worker: RunStore, admin_url: str, role: str
 ) -> None:
     await _seed(admin_url)
     await create(store, A)
-    claim = await claim_one(store)
+    claim = await claim_one(worker)
     async with _as_role(admin_url, role) as saver:
         records = store_for(saver)
         with guarding(held_guard(claim)):
@@ -115,14 +123,16 @@ async def test_a_lease_on_run_a_neither_shows_nor_writes_thread_b(
         assert len(await store_for(admin).steps(B)) == 1
 
 
-async def test_a_stale_lease_opens_nothing(store: RunStore, admin_url: str, role: str) -> None:
+async def test_a_stale_lease_opens_nothing(
+    store: RunStore, worker: RunStore, admin_url: str, role: str
+) -> None:
     await create(store, A)
-    old = await claim_one(store, "w1", lease=SHORT_LEASE)
+    old = await claim_one(worker, "w1", lease=SHORT_LEASE)
     async with _as_role(admin_url, role) as saver:
         with guarding(held_guard(old)):
             await _put(saver, A)
             assert await store_for(saver).insert("scoped", "a-1", {"v": 1}, thread_id=A)
-        new = await take_over(store, "w2", lease=LEASE)
+        new = await take_over(worker, "w2", lease=LEASE)
         with guarding(held_guard(old)):
             with pytest.raises(LeaseLostError):
                 await saver.aget_tuple(_config(A))
@@ -132,15 +142,15 @@ async def test_a_stale_lease_opens_nothing(store: RunStore, admin_url: str, role
                 await store_for(saver).get("scoped", "a-1")
         with guarding(held_guard(new)):
             assert await saver.aget_tuple(_config(A)) is not None
-    await store.finish(new.hold, Outcome("success", "idle"))
+    await worker.finish(new.hold, Outcome("success", "idle"))
 
 
 async def test_the_scope_cannot_be_forged_with_set(
-    store: RunStore, admin_url: str, role: str
+    store: RunStore, worker: RunStore, admin_url: str, role: str
 ) -> None:
     await _seed(admin_url)
     run_a = await create(store, A)
-    claim = await claim_one(store)
+    claim = await claim_one(worker)
     run_b = await create(store, B)
     async with await psycopg.AsyncConnection.connect(
         role_url(admin_url, role), autocommit=True
@@ -148,21 +158,24 @@ async def test_the_scope_cannot_be_forged_with_set(
         # No scope at all: refused, with the reason.
         with pytest.raises(psycopg.Error, match="names no run"):
             await conn.execute("SELECT * FROM checkpoints")
-        # A scope naming a run that is not running (B is pending) with a guessed fence.
+        # A scope naming a run that is not running (B is pending) with a guessed fence,
+        # even with A's own secret.
         for fence in (0, 1, 2):
             await conn.execute(
-                "SELECT set_config('tether.run_scope', %s, false)", (f"{run_b.run_id}:{fence}",)
+                "SELECT set_config('tether.run_scope', %s, false)",
+                (f"{run_b.run_id}:{fence}:{claim.secret}",),
             )
             with pytest.raises(psycopg.Error, match="no longer holds") as refused:
                 await conn.execute("SELECT * FROM checkpoints WHERE thread_id = %s", (B,))
             assert refused.value.sqlstate == "TL001"
-        await conn.execute("SET tether.run_scope = 'garbage'")
-        with pytest.raises(psycopg.Error, match="malformed run scope"):
-            await conn.execute("SELECT * FROM tether_records")
+        for garbage in ("garbage", f"{run_a.run_id}:{claim.run.fence}"):  # no secret
+            await conn.execute("SELECT set_config('tether.run_scope', %s, false)", (garbage,))
+            with pytest.raises(psycopg.Error, match="malformed run scope"):
+                await conn.execute("SELECT * FROM tether_records")
         # A's real scope, set by hand, shows A's rows only.
         await conn.execute(
             "SELECT set_config('tether.run_scope', %s, false)",
-            (f"{run_a.run_id}:{claim.run.fence}",),
+            (f"{run_a.run_id}:{claim.run.fence}:{claim.secret}",),
         )
         cur = await conn.execute("SELECT DISTINCT thread_id FROM tether_records")
         assert await cur.fetchall() == []
@@ -178,7 +191,7 @@ async def test_the_scope_cannot_be_forged_with_set(
         ):
             with pytest.raises(psycopg.Error):
                 await conn.execute(statement)
-    await store.finish(claim.hold, Outcome("success", "idle"))
+    await worker.finish(claim.hold, Outcome("success", "idle"))
 
 
 async def test_the_grant_is_idempotent_and_others_see_every_row(

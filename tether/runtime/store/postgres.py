@@ -51,6 +51,7 @@ from tether.runtime.store.retention import RetentionPlane, Statement
 from tether.runtime.store.rows import POSTGRES, Dialect
 from tether.runtime.store.sealing import Sealer
 from tether.runtime.store.validation import ValidRun
+from tether.runtime.worker_role import WORKER_GROUP
 
 __all__ = ["PostgresRunStore"]
 
@@ -93,6 +94,14 @@ UPDATE tether_runs
 RETURNING *"""
 
 
+# A role with the privileges of tether workers grant's group (as its policies
+# see it: USAGE, not a membership without INHERIT such as a CREATEROLE
+# creator's), and not one that bypasses row-level security.
+_SCOPED_ROLE = """SELECT EXISTS (SELECT 1 FROM pg_roles g WHERE g.rolname = %s
+                          AND pg_has_role(current_user, g.oid, 'USAGE'))
+       AND NOT (SELECT rolsuper OR rolbypassrls FROM pg_roles WHERE rolname = current_user)"""
+
+
 async def _append(cur: Cursor, run_id: str, events: Sequence[NewEvent], sealer: Sealer) -> int:
     """Append control-plane events (no fence); the caller holds the run row's lock."""
     await cur.execute(_BUMP, (len(events), run_id))
@@ -115,9 +124,11 @@ class PostgresRunStore(PostgresEditHooks, PostgresCronHooks, CronPlane, Retentio
     dialect: Literal["postgres"] = "postgres"
     mark = "%s"
 
-    def __init__(self, pool: AsyncConnectionPool[Any]) -> None:
+    def __init__(self, pool: AsyncConnectionPool[Any], *, scoped: bool = False) -> None:
         self._pool = pool
         self._rows = POSTGRES
+        self.scoped = scoped
+        self._leases = {}
 
     @property
     def rows(self) -> Dialect:
@@ -135,7 +146,12 @@ class PostgresRunStore(PostgresEditHooks, PostgresCronHooks, CronPlane, Retentio
             probe = await psycopg.AsyncConnection.connect(
                 conninfo, connect_timeout=max(1, math.ceil(connect_timeout))
             )
-            await probe.close()
+            try:
+                cur = await probe.execute(_SCOPED_ROLE, (WORKER_GROUP,))
+                row = await cur.fetchone()
+                scoped = bool(row and row[0])
+            finally:
+                await probe.close()
         except psycopg.OperationalError as exc:
             first = str(exc).strip().splitlines()[0] if str(exc).strip() else repr(exc)
             raise BackendUnavailableError(
@@ -149,7 +165,7 @@ class PostgresRunStore(PostgresEditHooks, PostgresCronHooks, CronPlane, Retentio
             kwargs={"autocommit": True, "prepare_threshold": 0, "row_factory": dict_row},
         )
         await pool.open(wait=True, timeout=connect_timeout)
-        return cls(pool)
+        return cls(pool, scoped=scoped)
 
     async def aclose(self) -> None:
         await self._pool.close()

@@ -11,6 +11,8 @@ never wait.
 from __future__ import annotations
 
 import builtins
+import hashlib
+import secrets
 from collections.abc import AsyncIterator, Sequence
 from contextlib import asynccontextmanager
 from typing import Any
@@ -33,7 +35,7 @@ from tether.runtime.store.encoding import dumps
 from tether.runtime.store.rows import POSTGRES, Dialect
 from tether.runtime.store.sealing import Sealer
 
-__all__ = ["PostgresWorkerPlane", "insert_events"]
+__all__ = ["PostgresWorkerPlane", "insert_events", "lease_claim_body", "lease_hash", "new_secret"]
 
 Cursor = AsyncCursor[DictRow]
 
@@ -57,7 +59,7 @@ claimed AS (
            last_seq = r.last_seq + 1
       FROM candidate c
      WHERE r.run_id = c.run_id
- RETURNING r.*, c.previous_worker
+ RETURNING r.*, c.previous_worker{whole}
 ),
 held AS (
     UPDATE tether_threads t
@@ -73,24 +75,54 @@ started AS (
                'fence', c.fence, 'took_over_from', c.previous_worker))::text,
            c.fence, %(worker)s
       FROM claimed c
-)
-SELECT c.*, pg_notify('tether_events', c.run_id) FROM claimed c ORDER BY c.seq
+){tail}
 """
-CLAIM_PENDING = _CLAIM.format(
-    previous="NULL::text",
-    where="""r.status = 'pending'
+_SELECT_CLAIMED = """
+SELECT c.*, pg_notify('tether_events', c.run_id) FROM claimed c ORDER BY c.seq"""
+# A run-scoped worker role claims through a SECURITY DEFINER function
+# (tether.runtime.worker_leases) whose body is this statement: it also stores
+# each claim's lease-secret hash (the caller's p_hashes, one per slot) and
+# returns the whole run row, which the role cannot read from the table.
+_LEASE_CLAIMED = """,
+numbered AS (
+    SELECT c.*, row_number() OVER (ORDER BY c.seq) AS slot FROM claimed c
+),
+leased AS (
+    INSERT INTO tether_leases (run_id, fence, secret_sha256)
+    SELECT n.run_id, n.fence, p_hashes[n.slot] FROM numbered n
+        ON CONFLICT (run_id) DO UPDATE
+       SET fence = excluded.fence, secret_sha256 = excluded.secret_sha256
+)
+SELECT n.whole, n.previous_worker, n.slot FROM numbered n ORDER BY n.seq"""
+_PENDING = {
+    "previous": "NULL::text",
+    "where": """r.status = 'pending'
        AND r.available_at <= now()
        AND t.active_run_id IS NULL
        AND NOT EXISTS (SELECT 1 FROM tether_runs h
                         WHERE h.thread_id = r.thread_id AND h.status = 'pending'
                           AND h.seq < r.seq)""",
-    order="r.available_at, r.seq",
-)
-CLAIM_EXPIRED = _CLAIM.format(
-    previous="r.worker_id",
-    where="r.status = 'running' AND r.lease_expires_at < now()",
-    order="r.lease_expires_at",
-)
+    "order": "r.available_at, r.seq",
+}
+_EXPIRED = {
+    "previous": "r.worker_id",
+    "where": "r.status = 'running' AND r.lease_expires_at < now()",
+    "order": "r.lease_expires_at",
+}
+CLAIM_PENDING = _CLAIM.format(**_PENDING, whole="", tail=_SELECT_CLAIMED)
+CLAIM_EXPIRED = _CLAIM.format(**_EXPIRED, whole="", tail=_SELECT_CLAIMED)
+
+
+def lease_claim_body(expired: bool) -> str:
+    """The claim statement as a function body: parameters ``p_worker``, ``p_graphs``,
+    ``p_limit``, ``p_lease`` and ``p_hashes``; returns (whole run row, previous worker, slot)."""
+    which = _EXPIRED if expired else _PENDING
+    sql = _CLAIM.format(**which, whole=", r AS whole", tail=_LEASE_CLAIMED)
+    for name in ("graphs", "limit", "worker", "lease"):
+        sql = sql.replace(f"%({name})s", f"p_{name}")
+    return sql
+
+
 _FINISH_THREAD = """
 UPDATE tether_threads
    SET active_run_id = NULL,
@@ -136,6 +168,16 @@ UPDATE tether_runs
 RETURNING run_id, fence, cancel_action, cancel_reason, deadline_at"""
 
 
+def new_secret() -> str:
+    """A fresh lease secret: 32 random bytes as 64 hex digits."""
+    return secrets.token_hex(32)
+
+
+def lease_hash(secret: str) -> bytes:
+    """What ``tether_leases`` stores of ``secret``: the SHA-256 of its text."""
+    return hashlib.sha256(secret.encode()).digest()
+
+
 async def insert_events(
     cur: Cursor,
     run_id: str,
@@ -167,14 +209,34 @@ async def insert_events(
     )
 
 
+_CLAIM_LEASED = """SELECT (c.run).*, c.previous_worker, c.slot
+  FROM tether_claim_{which}_leased(%(worker)s, %(graphs)s, %(limit)s, %(lease)s, %(hashes)s) c"""
+_ENTER_LEASE = """SELECT tether_assert_lease(%(run)s, %(fence)s, %(secret)s),
+       set_config('tether.run_scope', %(scope)s, true)"""
+_HEARTBEAT_LEASED = """SELECT * FROM tether_lease_heartbeat(%(worker)s, %(lease)s,
+                                                   %(runs)s, %(secrets)s)"""
+
+
 class PostgresWorkerPlane:
-    """Worker-plane methods of ``PostgresRunStore`` (needs ``self._pool``)."""
+    """Worker-plane methods of ``PostgresRunStore`` (needs ``self._pool``).
+
+    Connected as a run-scoped worker role (:attr:`scoped`), the same methods
+    claim through the lease functions of :mod:`tether.runtime.worker_leases`
+    (each claim gets a fresh secret, kept in :attr:`_leases` for heartbeats
+    and verifications) and start every write transaction for a held run with
+    the lease check and the run scope, which the role's row-level policies
+    require; the statements that follow are the unrestricted path's.
+    """
 
     @property
     def rows(self) -> Dialect:
         raise NotImplementedError
 
     _pool: AsyncConnectionPool[Any]
+    scoped: bool = False
+    """Whether the store connects as a run-scoped worker role (``tether workers grant``)."""
+    _leases: dict[str, tuple[int, str]]
+    """run_id -> (fence, secret) of the claims this store made as a scoped role."""
 
     @asynccontextmanager
     async def _tx(self) -> AsyncIterator[Cursor]:
@@ -215,34 +277,88 @@ class PostgresWorkerPlane:
     async def claim(
         self, worker_id: str, *, graphs: Sequence[str], limit: int, lease: float
     ) -> builtins.list[Claim]:
-        return await self._claim(CLAIM_PENDING, worker_id, graphs, limit, lease)
+        return await self._claim("pending", worker_id, graphs, limit, lease)
 
     async def claim_expired(
         self, worker_id: str, *, graphs: Sequence[str], limit: int, lease: float
     ) -> builtins.list[Claim]:
-        return await self._claim(CLAIM_EXPIRED, worker_id, graphs, limit, lease)
+        return await self._claim("expired", worker_id, graphs, limit, lease)
 
     async def _claim(
-        self, sql: str, worker: str, graphs: Sequence[str], limit: int, lease: float
+        self, which: str, worker: str, graphs: Sequence[str], limit: int, lease: float
     ) -> builtins.list[Claim]:
         if limit <= 0 or not graphs:
             return []
-        params = {"graphs": list(graphs), "limit": limit, "worker": worker, "lease": lease}
+        params: dict[str, Any] = {
+            "graphs": list(graphs),
+            "limit": limit,
+            "worker": worker,
+            "lease": lease,
+        }
+        secrets_ = [new_secret() for _ in range(limit)] if self.scoped else []
         claims: builtins.list[Claim] = []
         async with self._tx() as cur:
-            await cur.execute(sql, params)
-            for row in await cur.fetchall():
+            if self.scoped:
+                params["hashes"] = [lease_hash(secret) for secret in secrets_]
+                await cur.execute(_CLAIM_LEASED.format(which=which), params)
+            else:
+                sql = CLAIM_EXPIRED if which == "expired" else CLAIM_PENDING
+                await cur.execute(sql, params)
+            rows = await cur.fetchall()
+            if self.scoped and rows:
+                await cur.execute(
+                    "SELECT pg_notify('tether_events', r) FROM unnest(%s::text[]) r",
+                    ([row["run_id"] for row in rows],),
+                )
+            for row in rows:
                 run = self.rows.run(row)
+                secret = secrets_[int(row["slot"]) - 1] if self.scoped else ""
                 if run.attempt > run.max_attempts:
-                    hold = Hold(run.run_id, run.thread_id, worker, run.fence)
+                    hold = Hold(run.run_id, run.thread_id, worker, run.fence, secret)
                     await self._finish_in(cur, hold, attempts_exceeded(run))
                 else:
-                    claims.append(Claim(run, row["previous_worker"]))
+                    if secret:
+                        self._leases[run.run_id] = (run.fence, secret)
+                    claims.append(Claim(run, row["previous_worker"], secret))
         return claims
+
+    async def _enter(self, cur: Cursor, hold: Hold) -> None:
+        """A scoped role: check ``hold``'s lease and name its run as the transaction's scope.
+
+        The unrestricted path sends nothing (its statements name the fence).
+        Raises :class:`FenceLostError` when the lease is not live (or the
+        secret is wrong).
+        """
+        if not hold.secret:
+            return
+        params = {
+            "run": hold.run_id,
+            "fence": hold.fence,
+            "secret": hold.secret,
+            "scope": f"{hold.run_id}:{hold.fence}:{hold.secret}",
+        }
+        try:
+            await cur.execute(_ENTER_LEASE, params)
+        except psycopg.Error as exc:
+            if exc.sqlstate == "TL001":
+                raise FenceLostError(hold.run_id, hold.fence) from exc
+            raise
 
     async def heartbeat(self, worker_id: str, *, lease: float) -> builtins.list[Held]:
         async with self._tx() as cur:
-            await cur.execute(_HEARTBEAT, {"worker": worker_id, "lease": lease})
+            if self.scoped:
+                held = list(self._leases.items())
+                await cur.execute(
+                    _HEARTBEAT_LEASED,
+                    {
+                        "worker": worker_id,
+                        "lease": lease,
+                        "runs": [run_id for run_id, _ in held],
+                        "secrets": [secret for _, (_, secret) in held],
+                    },
+                )
+            else:
+                await cur.execute(_HEARTBEAT, {"worker": worker_id, "lease": lease})
             rows = await cur.fetchall()
             await cur.execute(
                 "UPDATE tether_workers SET last_heartbeat = now() WHERE worker_id = %s",
@@ -261,7 +377,8 @@ class PostgresWorkerPlane:
 
     async def release(self, hold: Hold, *, reason: str = "", retry: bool = False) -> Run:
         params = {"thread": hold.thread_id, "run": hold.run_id, "fence": hold.fence}
-        async with self._tx() as cur:
+        async with self._ending(hold), self._tx() as cur:
+            await self._enter(cur, hold)
             await cur.execute(_RELEASE_THREAD, params)
             await cur.execute(_RELEASE_RUN, {**params, "refund": 0 if retry else 1})
             row = await self._fenced_row(cur, hold)
@@ -282,10 +399,26 @@ class PostgresWorkerPlane:
         return self.rows.run(row)
 
     async def finish(self, hold: Hold, outcome: Outcome) -> Run:
-        async with self._tx() as cur:
+        async with self._ending(hold), self._tx() as cur:
             return await self._finish_in(cur, hold, outcome)
 
+    @asynccontextmanager
+    async def _ending(self, hold: Hold) -> AsyncIterator[None]:
+        """Stop heartbeating ``hold``'s claim once the block ended it or found it lost; any
+        other error keeps it renewed, for the caller to try again."""
+        try:
+            yield
+        except FenceLostError:
+            self._forget(hold)
+            raise
+        self._forget(hold)
+
+    def _forget(self, hold: Hold) -> None:
+        if hold.secret and self._leases.get(hold.run_id, (0, ""))[1] == hold.secret:
+            del self._leases[hold.run_id]
+
     async def _finish_in(self, cur: Cursor, hold: Hold, outcome: Outcome) -> Run:
+        await self._enter(cur, hold)
         params = finish_params(hold, outcome, self.rows.sealer)
         await cur.execute(_FINISH_THREAD, params)
         await cur.execute(_FINISH_RUN, params)
@@ -308,6 +441,7 @@ class PostgresWorkerPlane:
 
     async def append_events(self, hold: Hold, events: Sequence[NewEvent]) -> int:
         async with self._tx() as cur:
+            await self._enter(cur, hold)
             await cur.execute(
                 _BUMP_FENCED, {"n": len(events), "run": hold.run_id, "fence": hold.fence}
             )
@@ -327,6 +461,15 @@ class PostgresWorkerPlane:
 
     async def verify(self, run_id: str, fence: int) -> bool:
         async with self._conn() as conn:
+            if self.scoped:
+                held = self._leases.get(run_id)
+                if held is None or held[0] != fence:
+                    return False
+                cur = await conn.execute(
+                    "SELECT tether_lease_valid(%s, %s, %s) AS valid", (run_id, fence, held[1])
+                )
+                row = await cur.fetchone()
+                return bool(row and row["valid"])
             cur = await conn.execute(
                 "SELECT 1 FROM tether_runs WHERE run_id = %s AND fence = %s AND status = 'running'",
                 (run_id, fence),

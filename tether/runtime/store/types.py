@@ -129,6 +129,15 @@ class Hold(NamedTuple):
     thread_id: str
     worker_id: str
     fence: int
+    secret: str = ""
+    """The claim's lease secret (a run-scoped worker role only; ``""`` otherwise)."""
+
+    def __repr__(self) -> str:
+        hidden = ", secret=<hidden>" if self.secret else ""
+        return (
+            f"Hold(run_id={self.run_id!r}, thread_id={self.thread_id!r}, "
+            f"worker_id={self.worker_id!r}, fence={self.fence!r}{hidden})"
+        )
 
 
 @dataclass(frozen=True)
@@ -136,15 +145,20 @@ class Claim:
     """One run a claim gave this worker: the row as claimed (``running``, new fence).
 
     ``took_over_from`` is the worker whose lease expired, for a takeover.
+    ``secret`` is the lease secret minted for this claim when the store connects
+    as a run-scoped worker role (``""`` otherwise): the run's writes and its
+    thread's reads must present it.
     """
 
     run: Run
     took_over_from: str | None = None
+    secret: str = field(default="", repr=False)
 
     @property
     def hold(self) -> Hold:
-        assert self.run.worker_id is not None
-        return Hold(self.run.run_id, self.run.thread_id, self.run.worker_id, self.run.fence)
+        run = self.run
+        assert run.worker_id is not None
+        return Hold(run.run_id, run.thread_id, run.worker_id, run.fence, self.secret)
 
 
 class Held(NamedTuple):
