@@ -24,10 +24,12 @@ from typing import Any, TypeVar
 
 from tether._loops import wait_on_loop
 from tether.boundaries import current_guard
+from tether.checkpointing.encryption import DataKey
 from tether.store import _io
 from tether.store import operations as ops
 from tether.store._chain import ChainHead, ChainReport
 from tether.store._codec import RecordCodec
+from tether.store._data_keys import cache_for, load_data_key, ring_only
 from tether.store._keyed import KeyedHash, load_keyed_hash
 from tether.store._protocol import flow_for
 from tether.store._types import (
@@ -87,6 +89,7 @@ class RecordStore:
         self._driver = driver
         self._codec = RecordCodec(cipher)
         self._keyed: KeyedHash | None = None
+        self._data_keys = cache_for(driver, cipher)
         self.sync = SyncRecordStore(self)
 
     @property
@@ -267,6 +270,28 @@ class RecordStore:
         """
         await self.perform(ops.DeleteRuns(run_ids))
 
+    async def data_key(
+        self, thread_id: str, *, create: bool = False, want: str | None = None
+    ) -> DataKey | None:
+        """The thread's own data key (see :mod:`tether.store._data_keys`), ``None`` without one.
+
+        Args:
+            thread_id: The thread.
+            create: Create the key if the thread has none yet (to write).
+            want: The key id a ciphertext names: a cached key with another id is
+                read again from the store.
+
+        Returns ``None`` without encryption, for the store's own thread, and when
+        the thread has no key and ``create`` is false.
+        """
+        thread = str(thread_id)
+        if self._codec.cipher is None or ring_only(thread):
+            return None
+        key = self._data_keys.get(thread, want)
+        if key is not None:
+            return key
+        return await load_data_key(self, thread, create=create)
+
     async def keyed_hash(self) -> KeyedHash | None:
         """The keyed hash for identifiers stored in clear, or ``None`` without encryption.
 
@@ -418,6 +443,15 @@ class SyncRecordStore:
         """See :meth:`RecordStore.keyed_hash` (no hop to the loop once loaded)."""
         keyed: KeyedHash | None = self.perform(ops.KeyedHash())
         return keyed
+
+    def data_key(
+        self, thread_id: str, *, create: bool = False, want: str | None = None
+    ) -> DataKey | None:
+        """See :meth:`RecordStore.data_key`."""
+        key: DataKey | None = self._wait(
+            self._store.data_key(thread_id, create=create, want=want), "data_key"
+        )
+        return key
 
 
 def _run_inline(coro: Coroutine[Any, Any, T]) -> T:
