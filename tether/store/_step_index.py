@@ -48,7 +48,9 @@ class IndexGuesses:
                 self._next[thread] = guess  # unused: the next append takes it
             if status != TAKEN:
                 return status, index
-            floor = index  # the log moved past it: seal for a later index
+            if index < guess:  # the log is shorter than remembered (the thread was deleted)
+                self._next.pop(thread, None)
+            floor = index  # seal for the log's next index
         raise RecordStoreError(
             f"could not append to the step log of thread {thread!r}: its next index was "
             f"taken {_TRIES} times in a row by other writers"
