@@ -56,6 +56,10 @@ class IndexGuesses:
             f"taken {_TRIES} times in a row by other writers"
         )
 
+    def forget(self, thread: str) -> None:
+        """The thread's log was deleted: its next append guesses index 0 again."""
+        self._next.pop(thread, None)
+
     def _reserve(self, thread: str, floor: int) -> int:
         """An index no other append of this process tries, at least ``floor``."""
         index = max(self._next.pop(thread, 0), floor)
