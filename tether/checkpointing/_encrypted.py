@@ -60,7 +60,7 @@ from tether.checkpointing.encryption import (
 from tether.errors import ConfigurationError
 
 if TYPE_CHECKING:
-    from tether.store._data_keys import DataKeyCache
+    from tether.store import DataKeyCache
 
 __all__ = ["CLEAR_METADATA_KEYS", "SEALED_METADATA_KEY", "EncryptedSaver"]
 

@@ -125,9 +125,9 @@ async def rotate_keys(
     """
     from tether.store import (
         SECRET_THREAD,
+        drop_cached,
         store_for,  # the store package builds on this one
     )
-    from tether.store._data_keys import drop_cached
 
     layer = encrypted_layer(saver)
     backend = innermost(layer)

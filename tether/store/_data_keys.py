@@ -29,7 +29,7 @@ import weakref
 from collections import OrderedDict
 from typing import TYPE_CHECKING, Any
 
-from tether.checkpointing.encryption import DataKey
+from tether.checkpointing import DataKey
 from tether.errors import ConfigurationError
 from tether.store._keyed import SECRET_THREAD
 from tether.store._ownership import NO_RUN, on_forget

@@ -36,7 +36,7 @@ from tether.store._ownership import forget, resolve_run_id
 from tether.store._types import RawRecord, Record
 
 if TYPE_CHECKING:
-    from tether.checkpointing.encryption import DataKey
+    from tether.checkpointing import DataKey
 from tether.store.operations import (
     AppendStep,
     DeleteRuns,

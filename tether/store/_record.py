@@ -24,7 +24,7 @@ from typing import Any, TypeVar
 
 from tether._loops import wait_on_loop
 from tether.boundaries import current_guard
-from tether.checkpointing.encryption import DataKey
+from tether.checkpointing import DataKey
 from tether.store import _io
 from tether.store import operations as ops
 from tether.store._chain import ChainHead, ChainReport
