@@ -21,6 +21,7 @@ deleted in this process.
 
 from __future__ import annotations
 
+import asyncio
 import base64
 import binascii
 import threading
@@ -67,6 +68,8 @@ class DataKeyCache:
         self._size = size
         self._keys: OrderedDict[str, DataKey] = OrderedDict()
         self._lock = threading.Lock()
+        # (event loop id, thread) -> the load under way there (see RecordStore.data_key)
+        self.flights: dict[tuple[int, str], asyncio.Future[DataKey | None]] = {}
 
     def get(self, thread_id: str, want: str | None = None) -> DataKey | None:
         """The cached key of the thread (only if its id is ``want``, when given)."""
@@ -149,8 +152,12 @@ async def load_data_key(store: RecordStore, thread_id: str, *, create: bool) -> 
             "key": base64.b64encode(fresh.raw).decode(),
             "created_at": time.time(),
         }
-        # Two workers may race here: put-if-absent keeps one, and both read it back.
-        await store.insert(THREAD_KEY_KIND, thread_id, value, thread_id=thread_id, run_id=NO_RUN)
+        # Two workers may race here: put-if-absent keeps one; the loser reads it back.
+        if await store.insert(
+            THREAD_KEY_KIND, thread_id, value, thread_id=thread_id, run_id=NO_RUN
+        ):
+            store._data_keys.put(thread_id, fresh)
+            return fresh
         record = await store.get(THREAD_KEY_KIND, thread_id)
         if record is None:
             raise RecordStoreError(

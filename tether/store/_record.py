@@ -287,10 +287,31 @@ class RecordStore:
         thread = str(thread_id)
         if self._codec.cipher is None or ring_only(thread):
             return None
-        key = self._data_keys.get(thread, want)
+        cache = self._data_keys
+        key = cache.get(thread, want)
         if key is not None:
             return key
-        return await load_data_key(self, thread, create=create)
+        # LangGraph saves a checkpoint and its writes concurrently: one load per
+        # thread at a time on this loop, the others wait for it.
+        loop = asyncio.get_running_loop()
+        flight = (id(loop), thread)
+        pending = cache.flights.get(flight)
+        if pending is not None:
+            key = await asyncio.shield(pending)
+            if key is not None and (want is None or key.key_id == want):
+                return key
+            if key is None and not create and want is None:
+                return None
+        done: asyncio.Future[DataKey | None] = loop.create_future()
+        cache.flights[flight] = done
+        key = None
+        try:
+            key = await load_data_key(self, thread, create=create)
+        finally:
+            done.set_result(key)  # None after a failure: a waiter then loads it itself
+            if cache.flights.get(flight) is done:
+                del cache.flights[flight]
+        return key
 
     async def keyed_hash(self) -> KeyedHash | None:
         """The keyed hash for identifiers stored in clear, or ``None`` without encryption.
