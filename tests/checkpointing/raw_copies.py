@@ -23,6 +23,12 @@ from tether.checkpointing._delegating import innermost
 from tether.store import store_for
 
 KEY_KIND = "thread_key"  # the record kind of a thread's wrapped data key
+_RECORD_TABLES = {"tether_records", "tether_steps", "tether_step_chain"}
+
+
+def _copied(table: str) -> bool:
+    """Checkpoint and record-store tables; not the runtime's run store (rows with ids)."""
+    return table in _RECORD_TABLES or not table.startswith("tether_")
 
 
 @dataclass
@@ -114,7 +120,8 @@ def _thread_tables(conn: sqlite3.Connection) -> list[str]:
     return [
         t
         for t in tables
-        if any(col[1] == "thread_id" for col in conn.execute(f'PRAGMA table_info("{t}")'))
+        if _copied(t)
+        and any(col[1] == "thread_id" for col in conn.execute(f'PRAGMA table_info("{t}")'))
     ]
 
 
@@ -148,6 +155,8 @@ async def _postgres_copy(url: str) -> dict[str, list[tuple[str, str]]]:
             "WHERE column_name = 'thread_id' AND table_schema = 'public'"
         )
         for (table,) in await cur.fetchall():
+            if not _copied(table):
+                continue
             cur = await conn.execute(f'SELECT thread_id::text, t::text FROM "{table}" t')
             rows[table] = [(tid, text) for tid, text in await cur.fetchall()]
     return rows
@@ -168,7 +177,10 @@ async def _postgres_restore(url: str, rows: dict[str, list[tuple[str, str]]], th
                 assert values is not None
                 if table == "tether_records" and values[names.index("kind")] == KEY_KIND:
                     continue
-                await conn.execute(f'INSERT INTO "{table}" SELECT (%s::"{table}").*', (text,))
+                await conn.execute(
+                    f'INSERT INTO "{table}" OVERRIDING SYSTEM VALUE SELECT (%s::"{table}").*',
+                    (text,),
+                )
                 count += 1
         await conn.commit()
     return count

@@ -232,3 +232,38 @@ async def test_a_deleted_threads_step_log_starts_again_at_zero(backend: Backend)
         await saver.adelete_thread("t")
         assert await store.append_step("t", {"n": 0}) == 0
         assert await store.steps("t") == [{"n": 0}]
+
+
+async def test_tether_erase_destroys_the_threads_data_key(
+    backend: Backend, tmp_path: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Through the runtime's erasure (`tether erase`): the copy's rows of the thread stay sealed."""
+    from tests.checkpointing.encryption_helpers import spec
+    from tests.retention.world import NOW, open_world, seed
+    from tether.retention import erase
+
+    monkeypatch.setenv("TETHER_ENCRYPTION_KEYS", spec("k1"))
+    async with open_world(backend, tmp_path) as world:
+        await seed(world, "gone", "success", days=3)
+        await seed(world, "kept", "success", days=3)
+        saver = await world.saver()
+        assert isinstance(await _encrypted(saver), EncryptedSaver)
+        store = store_for(saver)
+        assert await store.driver.get(THREAD_KEY_KIND, "gone") is not None
+        copied = await take_copy(backend, saver)
+        receipt = await erase(world.runtime, thread="gone", now=NOW)
+        assert receipt.counts["checkpoints"] == 3
+        assert await store.driver.get(THREAD_KEY_KIND, "gone") is None
+        assert await store.driver.get(THREAD_KEY_KIND, "kept") is not None
+        assert await restore_thread(backend, saver, copied, "gone") > 3
+        with pytest.raises(ErasedDataKeyError, match=_ERASED):
+            await saver.aget_tuple(_conf("gone"))
+        with pytest.raises(ErasedDataKeyError):
+            await store.steps("gone")
+        assert await saver.aget_tuple(_conf("kept")) is not None
+
+
+async def _encrypted(saver: Any) -> Any:
+    from tether.checkpointing.rotation import encrypted_layer
+
+    return encrypted_layer(saver)
