@@ -267,3 +267,27 @@ async def _encrypted(saver: Any) -> Any:
     from tether.checkpointing.rotation import encrypted_layer
 
     return encrypted_layer(saver)
+
+
+async def test_concurrent_first_writes_of_a_thread_load_its_key_once(backend: Backend) -> None:
+    """A checkpoint and its writes saved at once (as LangGraph does) share one key load."""
+    async with backend.open(encryption=ring("k1")) as saver:
+        store = store_for(saver)
+        loads = 0
+        load = load_data_key
+
+        async def counting(*args: Any, **kwargs: Any) -> Any:
+            nonlocal loads
+            loads += 1
+            return await load(*args, **kwargs)
+
+        import tether.store._record as record_module
+
+        original = record_module.load_data_key
+        record_module.load_data_key = counting  # type: ignore[assignment]
+        try:
+            keys = await asyncio.gather(*(store.data_key("new", create=True) for _ in range(6)))
+        finally:
+            record_module.load_data_key = original  # type: ignore[assignment]
+        assert loads == 1
+        assert len({k.key_id for k in keys if k is not None}) == 1
