@@ -43,25 +43,38 @@ async def test_the_real_path_binds_the_documented_bytes() -> None:
     raw = await saver.inner.aget_tuple(stored)
     assert raw is not None
     note = raw.checkpoint["channel_values"]["note"]
-    assert note[4] == 2  # envelope version
-    r.decrypt(note, _bound("channel", "t", "ns:1", "note", "00002.0.5"))
+    assert note[4] == 3  # envelope version: sealed under the thread's data key
+    store = store_for(saver)
+    dk = await store.data_key("t")
+    assert dk is not None
+    assert r.data_key_id_of(note) == dk.key_id
+    r.decrypt(note, _bound("channel", "t", "ns:1", "note", "00002.0.5"), data_key=dk)
     sealed = base64.b64decode(raw.metadata[SEALED_METADATA_KEY])  # type: ignore[literal-required]
     versions = ("3", "count", "00001.0.7", "gone", "9", "note", "00002.0.5")  # sorted by name
-    r.decrypt(sealed, _bound("metadata", "t", "ns:1", cid, *versions))
+    r.decrypt(sealed, _bound("metadata", "t", "ns:1", cid, *versions), data_key=dk)
     with pytest.raises(TamperedCiphertextError):  # the version-1 binding no longer opens it
-        r.decrypt(sealed, _bound("metadata", "t", "ns:1", cid))
+        r.decrypt(sealed, _bound("metadata", "t", "ns:1", cid), data_key=dk)
     (_, _, write) = raw.pending_writes[0]  # type: ignore[index]
-    r.decrypt(write, _bound("write", "t", "ns:1", cid, "task-1", "note"))
+    r.decrypt(write, _bound("write", "t", "ns:1", cid, "task-1", "note"), data_key=dk)
 
-    store = store_for(saver)
     await store.insert("tool", "k|1", {"v": 1}, thread_id="t")
     await store.append_step("t", {"kind": "tool"})
     record = await store._driver.get("tool", "k|1")
     assert record is not None
     sealed_record = base64.b64decode(record.payload.removeprefix("enc1:"))
-    r.decrypt(sealed_record, _bound("record", "t", "tool", "k|1"))
+    r.decrypt(sealed_record, _bound("record", "t", "tool", "k|1"), data_key=dk)
     ((index, step),) = await store._driver.steps("t")
-    r.decrypt(base64.b64decode(step.removeprefix("enc1:")), _bound("step", "t", str(index)))
+    r.decrypt(
+        base64.b64decode(step.removeprefix("enc1:")), _bound("step", "t", str(index)), data_key=dk
+    )
+    # The data key itself is a record sealed by the ring (version 2), bound to its thread.
+    wrapped = await store._driver.get("thread_key", "t")
+    assert wrapped is not None
+    opened = r.decrypt(
+        base64.b64decode(wrapped.payload.removeprefix("enc1:")),
+        _bound("record", "t", "thread_key", "t"),
+    )
+    assert dk.key_id in opened.decode()
 
 
 def test_encrypt_many_gives_every_value_its_own_nonce_and_binding() -> None:

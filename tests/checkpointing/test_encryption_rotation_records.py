@@ -97,9 +97,16 @@ def test_a_paused_run_resumes_after_rotating_and_dropping_the_old_key(
                 "send_email",
             ]
         async with backend.open(encryption=ring("key-b")) as saver:
-            raw = await store_for(saver).driver.steps("refund-1")
+            store = store_for(saver)
+            raw = await store.driver.steps("refund-1")
             assert raw
-            assert {saver.encryption.key_id_of(_sealed(p)) for _, p in raw} == {"key-b"}  # type: ignore[attr-defined]
+            # Steps are sealed under the thread's data key, which is wrapped by key-b.
+            data_key = await store.data_key("refund-1")
+            assert data_key is not None
+            assert {saver.encryption.key_id_of(_sealed(p)) for _, p in raw} == {data_key.key_id}  # type: ignore[attr-defined]
+            wrapped = await store.driver.get("thread_key", "refund-1")
+            assert wrapped is not None
+            assert saver.encryption.key_id_of(_sealed(wrapped.payload)) == "key-b"  # type: ignore[attr-defined]
         with pytest.raises(UnknownKeyError, match="key 'key-b'"):  # nothing left under key-a
             async with backend.open(encryption=ring("key-a")):
                 pass

@@ -25,7 +25,9 @@ from tether.checkpointing._sync import open_checkpointer_sync
 from tether.checkpointing._url import SCHEMES, CheckpointerURL, parse_url, redact
 from tether.checkpointing.encryption import (
     ENV_KEYS,
+    DataKey,
     EncryptionError,
+    ErasedDataKeyError,
     KeyRing,
     MissingKeyError,
     PlaintextRefusedError,
@@ -51,8 +53,10 @@ __all__ = [
     "ENV_KEYS",
     "SCHEMES",
     "CheckpointerURL",
+    "DataKey",
     "DelegatingSaver",
     "EncryptionError",
+    "ErasedDataKeyError",
     "KeyRing",
     "MissingKeyError",
     "PlaintextRefusedError",

@@ -16,6 +16,12 @@ task or channel fails to decrypt:
 * sealed metadata: thread, namespace, checkpoint id and every channel's
   version, so the versions of one checkpoint cannot be mixed with another's.
 
+Every thread's values are sealed under the thread's own data key (envelope
+version 3), kept wrapped by the ring in the record store beside the
+checkpoints (:mod:`tether.store._data_keys`): erasing the thread destroys it,
+which makes every copy of the thread's ciphertext unreadable. Values written
+before data keys (versions 1 and 2, under a ring key) still read.
+
 Metadata keys stored in clear outside the policy (:data:`CLEAR_METADATA_KEYS`
 and ``searchable_metadata``) are dropped on read: nobody without the key can
 add metadata beside the sealed blob.
@@ -26,7 +32,7 @@ from __future__ import annotations
 import base64
 from binascii import b2a_base64
 from collections.abc import AsyncIterator, Iterable, Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from langchain_core.runnables import RunnableConfig
 from langgraph.checkpoint.base import (
@@ -42,8 +48,19 @@ from tether.checkpointing import binding
 from tether.checkpointing._bridge import closing_listing
 from tether.checkpointing._delegating import DelegatingSaver
 from tether.checkpointing.binding import name_part
-from tether.checkpointing.encryption import KeyRing, PlaintextRefusedError, aad, aad_part
+from tether.checkpointing.encryption import (
+    DATA_KEY_VERSION,
+    MAGIC,
+    DataKey,
+    KeyRing,
+    PlaintextRefusedError,
+    aad,
+    aad_part,
+)
 from tether.errors import ConfigurationError
+
+if TYPE_CHECKING:
+    from tether.store import DataKeyCache
 
 __all__ = ["CLEAR_METADATA_KEYS", "SEALED_METADATA_KEY", "EncryptedSaver"]
 
@@ -69,10 +86,33 @@ def _plaintext_refused(where: str) -> PlaintextRefusedError:
     )
 
 
+def _wanted(blob: Any) -> str | None:
+    """The data key an envelope is sealed under (``None``: a ring key, or not an envelope)."""
+    if type(blob) is bytes and len(blob) > 6 and blob[4] == DATA_KEY_VERSION and blob[:4] == MAGIC:
+        return blob[6 : 6 + blob[5]].decode("ascii", "replace")
+    return None
+
+
+def _wanted_by(tup: CheckpointTuple) -> str | None:
+    """The data key a stored checkpoint tuple needs, if any of it is sealed under one."""
+    sealed = tup.metadata.get(SEALED_METADATA_KEY) if tup.metadata else None
+    if isinstance(sealed, str):
+        want = _wanted(base64.b64decode(sealed[:96] + "=" * (-len(sealed[:96]) % 4)))
+        if want is not None:
+            return want
+    for v in tup.checkpoint["channel_values"].values():
+        if (want := _wanted(v)) is not None:
+            return want
+    for _, _, v in tup.pending_writes or ():
+        if (want := _wanted(v)) is not None:
+            return want
+    return None
+
+
 class _Scope:
     """One thread and namespace: its associated-data prefixes and last envelopes."""
 
-    __slots__ = ("channel", "last", "metadata", "write")
+    __slots__ = ("channel", "key_id", "last", "metadata", "write")
 
     def __init__(self, thread_id: str, ns: str) -> None:
         self.channel = binding.scope(binding.CHANNEL, thread_id, ns)
@@ -80,6 +120,7 @@ class _Scope:
         self.metadata = binding.scope(binding.METADATA, thread_id, ns)
         # channel -> (version, value object, envelope) of the last checkpoint written
         self.last: dict[str, tuple[Any, Any, bytes]] = {}
+        self.key_id: str | None = None  # the data key those envelopes are sealed under
 
 
 class EncryptedSaver(DelegatingSaver):
@@ -119,6 +160,36 @@ class EncryptedSaver(DelegatingSaver):
         self._scopes: dict[tuple[str, str], _Scope] = {}  # most recently used last
         self._type_heads: dict[str, bytes] = {}  # serde type name -> plaintext prefix
         self._no_hidden: bytes | None = None  # plaintext of empty sealed metadata
+        self._records: Any = None  # the record store keeping the threads' data keys
+        self._keys: DataKeyCache | None = None
+
+    # -- data keys ---------------------------------------------------------
+    def _key_store(self) -> Any:
+        """The record store beside the checkpoints, or ``False`` (a backend without one)."""
+        if self._records is None:
+            from tether.store import store_for  # the store package builds on this one
+
+            try:
+                self._records = store_for(self)
+            except ConfigurationError:
+                self._records = False  # not a tether backend: ring keys only
+            else:
+                self._keys = self._records._data_keys
+        return self._records
+
+    async def _data_key(
+        self, thread_id: str, *, create: bool, want: str | None = None
+    ) -> DataKey | None:
+        """The thread's data key (created on first write), from memory when cached."""
+        if not create and want is None:
+            return None
+        keys = self._keys
+        if keys is not None and (key := keys.get(str(thread_id), want)) is not None:
+            return key
+        records = self._key_store()
+        if records is False:
+            return None
+        return await records.data_key(str(thread_id), create=create, want=want)  # type: ignore[no-any-return]
 
     # -- values ------------------------------------------------------------
     def _plain(self, value: Any) -> bytes:
@@ -133,12 +204,19 @@ class EncryptedSaver(DelegatingSaver):
             self._type_heads[type_] = head
         return head
 
-    def _open(self, value: Any, data: bytes, where: str, v1_data: bytes | None = None) -> Any:
+    def _open(
+        self,
+        value: Any,
+        data: bytes,
+        where: str,
+        v1_data: bytes | None = None,
+        key: DataKey | None = None,
+    ) -> Any:
         if not self.encryption.is_envelope(value):
             if self.encryption.allow_plaintext:
                 return value
             raise _plaintext_refused(where)
-        plain = self.encryption.decrypt(value, data, where, v1_aad=v1_data)
+        plain = self.encryption.decrypt(value, data, where, v1_aad=v1_data, data_key=key)
         end = 1 + plain[0]
         return self.serde.loads_typed((plain[1:end].decode(), plain[end:]))
 
@@ -155,10 +233,18 @@ class EncryptedSaver(DelegatingSaver):
         return scope
 
     def _seal_put(
-        self, thread_id: str, ns: str, checkpoint: Checkpoint, metadata: CheckpointMetadata
+        self,
+        thread_id: str,
+        ns: str,
+        checkpoint: Checkpoint,
+        metadata: CheckpointMetadata,
+        key: DataKey | None,
     ) -> tuple[Checkpoint, CheckpointMetadata]:
         """The checkpoint and metadata to store, sealed with one call to the key ring."""
         scope = self._scope(thread_id, ns)
+        key_id = None if key is None else key.key_id
+        if scope.key_id != key_id:  # a new data key (the thread was erased): seal afresh
+            scope.last, scope.key_id = {}, key_id
         versions = checkpoint["channel_versions"]
         dumps, heads, prefix = self.serde.dumps_typed, self._type_heads, scope.channel
         # LangGraph passes every channel's value at every step, most of them
@@ -188,7 +274,7 @@ class EncryptedSaver(DelegatingSaver):
         clear, hidden = self._split_metadata(metadata)
         bound = scope.metadata + aad_part(checkpoint["id"]) + binding.versions(versions)
         todo.append((hidden, bound))
-        envelopes = self.encryption.encrypt_many(todo)
+        envelopes = self.encryption.encrypt_many(todo, data_key=key)
         for (ch, version, v), envelope in zip(fresh, envelopes, strict=False):  # + metadata's
             values[ch] = envelope
             current[ch] = (version, v, envelope)
@@ -208,7 +294,18 @@ class EncryptedSaver(DelegatingSaver):
             return clear, self._no_hidden
         return clear, self._plain({k: v for k, v in metadata.items() if k not in keys})
 
-    def _open_tuple(self, tup: CheckpointTuple) -> CheckpointTuple:
+    async def _opened(self, tup: CheckpointTuple) -> CheckpointTuple:
+        want = _wanted_by(tup)
+        key = (
+            None
+            if want is None
+            else await self._data_key(
+                tup.config["configurable"]["thread_id"], create=False, want=want
+            )
+        )
+        return self._open_tuple(tup, key)
+
+    def _open_tuple(self, tup: CheckpointTuple, key: DataKey | None = None) -> CheckpointTuple:
         conf = tup.config["configurable"]
         thread_id, ns, cid = conf["thread_id"], conf.get("checkpoint_ns", ""), conf["checkpoint_id"]
         checkpoint = tup.checkpoint.copy()
@@ -218,19 +315,27 @@ class EncryptedSaver(DelegatingSaver):
                 v,
                 binding.channel(thread_id, ns, ch, versions.get(ch)),
                 _where(thread_id, ns, channel=ch),
+                None,
+                key,
             )
             for ch, v in tup.checkpoint["channel_values"].items()
         }
         return CheckpointTuple(
             tup.config,
             checkpoint,
-            self._open_metadata(tup.metadata, thread_id, ns, cid, versions),  # type: ignore[arg-type]
+            self._open_metadata(tup.metadata, thread_id, ns, cid, versions, key),  # type: ignore[arg-type]
             tup.parent_config,
-            self._open_writes(tup.pending_writes, thread_id, ns, cid),
+            self._open_writes(tup.pending_writes, thread_id, ns, cid, key),
         )
 
-    def _open_metadata(
-        self, stored: CheckpointMetadata, thread_id: str, ns: str, cid: str, versions: Any
+    def _open_metadata(  # noqa: PLR0917 - where the metadata lives, then the key
+        self,
+        stored: CheckpointMetadata,
+        thread_id: str,
+        ns: str,
+        cid: str,
+        versions: Any,
+        key: DataKey | None = None,
     ) -> dict[str, Any]:
         """The clear keys the policy allows, plus the sealed rest (bound to ``versions``)."""
         sealed = stored.get(SEALED_METADATA_KEY)
@@ -245,11 +350,18 @@ class EncryptedSaver(DelegatingSaver):
         metadata = {k: v for k, v in stored.items() if k in keys}
         blob = base64.b64decode(sealed)
         v1 = binding.metadata_v1(thread_id, ns, cid) if blob[4:5] == b"\x01" else None
-        metadata.update(self._open(blob, binding.metadata(thread_id, ns, cid, versions), where, v1))
+        metadata.update(
+            self._open(blob, binding.metadata(thread_id, ns, cid, versions), where, v1, key)
+        )
         return metadata
 
     def _open_writes(
-        self, writes: list[tuple[str, str, Any]] | None, thread_id: str, ns: str, cid: str
+        self,
+        writes: list[tuple[str, str, Any]] | None,
+        thread_id: str,
+        ns: str,
+        cid: str,
+        key: DataKey | None = None,
     ) -> list[tuple[str, str, Any]] | None:
         if writes is None:
             return None
@@ -261,6 +373,8 @@ class EncryptedSaver(DelegatingSaver):
                     v,
                     binding.write(thread_id, ns, cid, task_id, ch),
                     _where(thread_id, ns, checkpoint=cid, task=task_id, channel=ch),
+                    None,
+                    key,
                 ),
             )
             for task_id, ch, v in writes
@@ -268,7 +382,7 @@ class EncryptedSaver(DelegatingSaver):
 
     async def aget_tuple(self, config: RunnableConfig) -> CheckpointTuple | None:
         tup = await self.inner.aget_tuple(config)
-        return None if tup is None else self._open_tuple(tup)
+        return None if tup is None else await self._opened(tup)
 
     async def alist(
         self,
@@ -287,7 +401,7 @@ class EncryptedSaver(DelegatingSaver):
         # Closed here, not by the garbage collector, when this stops early.
         async with closing_listing(listing) as tuples:
             async for tup in tuples:
-                opened = self._open_tuple(tup)
+                opened = await self._opened(tup)
                 if any(opened.metadata.get(k) != v for k, v in sealed.items()):
                     continue
                 yield opened
@@ -316,7 +430,8 @@ class EncryptedSaver(DelegatingSaver):
             values = checkpoint["channel_values"]
             stored = {k: v for k, v in checkpoint["channel_versions"].items() if k in values}
             new_versions = {**stored, **new_versions}
-        sealed, clear = self._seal_put(thread_id, ns, checkpoint, full)
+        key = await self._data_key(thread_id, create=True)
+        sealed, clear = self._seal_put(thread_id, ns, checkpoint, full, key)
         return await self.inner.aput({"configurable": inner_conf}, sealed, clear, new_versions)
 
     async def aput_writes(
@@ -332,10 +447,11 @@ class EncryptedSaver(DelegatingSaver):
             await self.inner.aput_writes(config, writes, task_id, task_path)
             return
         plain = self._plain
+        key = await self._data_key(thread_id, create=True)
         scope = self._scopes.get((thread_id, ns)) or self._scope(thread_id, ns)
         prefix = scope.write + aad(cid, task_id)
         envelopes = self.encryption.encrypt_many(
-            [(plain(v), prefix + name_part(ch)) for ch, v in writes]
+            [(plain(v), prefix + name_part(ch)) for ch, v in writes], data_key=key
         )
         sealed = [(ch, envelopes[i]) for i, (ch, _) in enumerate(writes)]
         await self.inner.aput_writes(config, sealed, task_id, task_path)

@@ -25,6 +25,7 @@ from tether.checkpointing.encryption import KeyRing
 __all__ = ["Counts", "Rotator", "ThreadPass", "sealed_metadata", "secret_slot"]
 
 _ENCRYPTED = "enc1:"  # how the record store marks ciphertext (tether.store._record)
+_THREAD_KEY_KIND = "thread_key"  # a thread's wrapped data key (tether.store._data_keys)
 
 
 @dataclass
@@ -37,6 +38,8 @@ class Counts:
         plaintext: Values stored in clear (left as they are).
         records: Records re-sealed.
         steps: Step-log entries re-sealed.
+        data_keys: Of ``records``, threads' data keys re-wrapped (the values
+            sealed under them are ``current``: they need no rewrite).
     """
 
     rewrapped: int = 0
@@ -44,6 +47,7 @@ class Counts:
     plaintext: int = 0
     records: int = 0
     steps: int = 0
+    data_keys: int = 0
 
     def add(self, other: Counts, sign: int = 1) -> None:
         """Add (or with ``sign=-1`` take away) ``other``'s counts."""
@@ -132,6 +136,7 @@ class ThreadPass:
             f"record {kind!r} {key!r}",
         )
         self.counts.records += new is not None
+        self.counts.data_keys += new is not None and kind == _THREAD_KEY_KIND
         return new
 
     def rewrap_step(self, index: int, payload: str) -> str | None:

@@ -29,6 +29,15 @@ apart from tampered data; it reveals nothing useful about a 256-bit key.
 Version 1 has the same layout; its envelopes were bound to other associated
 data for some kinds of value (see :mod:`tether.checkpointing.binding`), so
 ``decrypt`` takes that data as ``v1_aad`` where it differs.
+
+Version 3 has the same layout again, but is sealed under a thread's own data
+key (:class:`DataKey`) instead of a ring key, and names that data key where
+version 2 names the ring key. The data key is kept in the store wrapped by the
+ring (see :mod:`tether.store._data_keys`); erasing the thread destroys it, so
+every copy of the thread's version-3 ciphertext becomes unreadable
+(crypto-shredding). ``encrypt(..., data_key=k)`` writes version 3,
+``decrypt(..., data_key=k)`` opens it, and ``rewrap`` leaves it alone: rotating
+the ring rewraps the data keys, not the values.
 """
 
 from __future__ import annotations
@@ -52,7 +61,9 @@ __all__ = [
     "ENV_KEYS",
     "ENV_LANGGRAPH_KEY",
     "LANGGRAPH_KEY_ID",
+    "DataKey",
     "EncryptionError",
+    "ErasedDataKeyError",
     "KeyRing",
     "MissingKeyError",
     "PlaintextRefusedError",
@@ -72,7 +83,8 @@ LANGGRAPH_KEY_ID = "langgraph"
 
 MAGIC = b"TENC"
 VERSION = 2
-_READABLE = frozenset({1, VERSION})
+DATA_KEY_VERSION = 3
+_READABLE = frozenset({1, VERSION, DATA_KEY_VERSION})
 KEY_BYTES = 32
 NONCE_BYTES = 12
 _KCV_BYTES = 4
@@ -102,6 +114,14 @@ class WrongKeyError(EncryptionError):
 
 class TamperedCiphertextError(EncryptionError):
     """Authentication failed: the bytes or the record they are bound to were changed."""
+
+
+class ErasedDataKeyError(TamperedCiphertextError):
+    """A value was sealed under a thread's data key that the store no longer holds.
+
+    The thread was erased (its data key destroyed: crypto-shredding), or the
+    ciphertext was copied in from another store.
+    """
 
 
 class PlaintextRefusedError(EncryptionError):
@@ -154,6 +174,38 @@ class _Key:
     header: bytes
 
 
+class DataKey:
+    """One thread's own AES-256 data key (envelope version 3).
+
+    Made by :meth:`generate`, stored wrapped by the ring, and rebuilt from its
+    id and bytes (``DataKey(key_id, raw)``) when read back.
+    """
+
+    __slots__ = ("aead", "header", "kcv", "key_id", "raw")
+
+    def __init__(self, key_id: str, raw: bytes) -> None:
+        _check_key_id(key_id)
+        if len(raw) != KEY_BYTES:
+            raise TamperedCiphertextError(
+                f"data key {key_id!r} is {len(raw)} bytes, not {KEY_BYTES}; its stored record "
+                "is corrupt"
+            )
+        self.key_id = key_id
+        self.raw = raw
+        self.aead = AESGCM(raw)
+        self.kcv = _kcv(raw)
+        raw_id = key_id.encode()
+        self.header = MAGIC + bytes([DATA_KEY_VERSION, len(raw_id)]) + raw_id + self.kcv
+
+    @classmethod
+    def generate(cls) -> DataKey:
+        """A fresh random data key with a fresh random id."""
+        return cls(f"d{secrets.token_hex(8)}", secrets.token_bytes(KEY_BYTES))
+
+    def __repr__(self) -> str:  # never print key material
+        return f"DataKey(key_id={self.key_id!r})"
+
+
 class KeyRing:
     """Named AES-256 keys; the first is active (encrypts), all of them decrypt.
 
@@ -198,6 +250,11 @@ class KeyRing:
         self._pairs: tuple[tuple[str, bytes], ...] = tuple(pairs)
         self._by_id = by_id
         self._active = by_id[pairs[0][0]]
+        self.fingerprint = hashlib.sha256(
+            b"".join(aad_part(k.key_id) + k.kcv for k in by_id.values())
+        ).hexdigest()
+        """Names these keys (ids and check values) without revealing them: caches of
+        data keys unwrapped by this ring are kept apart from other rings'."""
 
     def with_allow_plaintext(self, allow: bool = True) -> KeyRing:
         """The same keys with migration mode switched on (or off)."""
@@ -269,19 +326,21 @@ class KeyRing:
         """Every key id in the ring, active first."""
         return tuple(self._by_id)
 
-    def encrypt(self, plaintext: bytes, aad: bytes) -> bytes:
-        """Seal ``plaintext`` under the active key, bound to ``aad``."""
-        key = self._active
+    def encrypt(self, plaintext: bytes, aad: bytes, *, data_key: DataKey | None = None) -> bytes:
+        """Seal ``plaintext``, bound to ``aad``, under the active key (or ``data_key``)."""
+        key: _Key | DataKey = self._active if data_key is None else data_key
         nonce = os.urandom(NONCE_BYTES)
         return key.header + nonce + key.aead.encrypt(nonce, plaintext, key.header + aad)
 
-    def encrypt_many(self, items: Sequence[tuple[bytes, bytes]]) -> list[bytes]:
+    def encrypt_many(
+        self, items: Sequence[tuple[bytes, bytes]], *, data_key: DataKey | None = None
+    ) -> list[bytes]:
         """Seal each ``(plaintext, aad)`` pair as :meth:`encrypt` would, in order.
 
         Every envelope still gets its own fresh random 96-bit nonce; they are
         drawn from the OS in one call instead of one call per value.
         """
-        key = self._active
+        key: _Key | DataKey = self._active if data_key is None else data_key
         header, seal = key.header, key.aead.encrypt
         nonces = os.urandom(NONCE_BYTES * len(items))
         return [
@@ -291,7 +350,13 @@ class KeyRing:
         ]
 
     def decrypt(
-        self, blob: bytes, aad: bytes, where: str = "", *, v1_aad: bytes | None = None
+        self,
+        blob: bytes,
+        aad: bytes,
+        where: str = "",
+        *,
+        v1_aad: bytes | None = None,
+        data_key: DataKey | None = None,
     ) -> bytes:
         """Open ``blob``; raises an :class:`EncryptionError` subclass, never returns garbage.
 
@@ -301,10 +366,28 @@ class KeyRing:
             where: Names the record in error messages (e.g. thread and channel).
             v1_aad: The associated data a version-1 envelope of this value was
                 sealed with, where it differs from ``aad``.
+            data_key: The thread's data key, for a version-3 envelope.
         """
         place = f" ({where})" if where else ""
         key_id, kcv, body_at = self._parse(blob, place)
-        key = self._by_id.get(key_id)
+        key: _Key | DataKey | None
+        if blob[4] == DATA_KEY_VERSION:
+            key = data_key
+            if key is None:
+                raise ErasedDataKeyError(
+                    f"value{place} was sealed with its thread's data key {key_id!r}, which this "
+                    "store does not hold: the thread was erased (its data key was destroyed, so "
+                    "no copy of its values can be read again), or the value was copied in from "
+                    "another thread or store; refusing it"
+                )
+            if key.key_id != key_id:
+                raise TamperedCiphertextError(
+                    f"value{place} was sealed with data key {key_id!r}, but its thread's data "
+                    f"key is {key.key_id!r}: it was copied from another thread, or written "
+                    "before the thread was erased; refusing it"
+                )
+        else:
+            key = self._by_id.get(key_id)
         if key is None:
             raise UnknownKeyError(
                 f"value{place} was encrypted with key {key_id!r}, which is not in the key ring "
@@ -321,8 +404,9 @@ class KeyRing:
         try:
             return key.aead.decrypt(nonce, blob[body_at + NONCE_BYTES :], blob[:body_at] + aad)
         except InvalidTag:
+            which = f"data key {key_id!r}" if blob[4] == DATA_KEY_VERSION else f"key {key_id!r}"
             raise TamperedCiphertextError(
-                f"value{place} under key {key_id!r} failed authentication: it was modified, or "
+                f"value{place} under {which} failed authentication: it was modified, or "
                 "copied from another thread, checkpoint, channel or record (ciphertexts are "
                 "bound to where they were written); refusing to use it"
             ) from None
@@ -335,6 +419,12 @@ class KeyRing:
         """The key id an envelope names in its header."""
         return self._parse(blob, "")[0]
 
+    def data_key_id_of(self, blob: bytes) -> str | None:
+        """The data key a version-3 envelope names, ``None`` for any other envelope."""
+        if len(blob) > 6 and blob[4] == DATA_KEY_VERSION:
+            return self._parse(blob, "")[0]
+        return None
+
     def envelope_version(self, blob: bytes) -> int:
         """The format version an envelope names in its header."""
         self._parse(blob, "")
@@ -345,10 +435,13 @@ class KeyRing:
     ) -> bytes | None:
         """Re-seal ``blob`` under the active key and the current envelope version.
 
-        Returns ``None`` if it already uses both. ``aad`` and ``v1_aad`` are as
-        for :meth:`decrypt`; the new envelope is bound to ``aad``.
+        Returns ``None`` if it already uses both, and for a version-3 envelope
+        (sealed under a thread's data key, which rotation rewraps instead).
+        ``aad`` and ``v1_aad`` are as for :meth:`decrypt`; the new envelope is
+        bound to ``aad``.
         """
-        if self.key_id_of(blob) == self.active_key_id and blob[4] == VERSION:
+        key_id = self.key_id_of(blob)
+        if blob[4] == DATA_KEY_VERSION or (key_id == self.active_key_id and blob[4] == VERSION):
             return None
         return self.encrypt(self.decrypt(blob, aad, where, v1_aad=v1_aad), aad)
 

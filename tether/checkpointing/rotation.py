@@ -11,6 +11,9 @@ NOTHING``) and ordinary writes (PostgreSQL, SQLite ``INSERT OR IGNORE``), so a
 second ``aput`` would not replace anything. The associated data of an envelope
 does not change when its key does, so each envelope is opened with its old key
 and sealed with the active one, and the value itself is never deserialized.
+Values sealed under a thread's own data key (envelope version 3) are left as
+they are: the thread's data key, a record sealed by the ring, is what gets
+re-wrapped, so rotating costs one write per thread instead of one per value.
 Envelopes of format version 1 are re-sealed in the current format (and its
 binding) even when they already use the active key.
 
@@ -56,6 +59,8 @@ class RotationReport:
         plaintext: Values found stored in clear (left as they are).
         records: Of ``rewrapped``, records of the record store.
         steps: Of ``rewrapped``, entries of step logs.
+        data_keys: Of ``records``, threads' data keys re-wrapped; the values
+            sealed under them count as ``current``.
         thread_id: The thread just finished.
         active_key_id: The key everything is now sealed under.
     """
@@ -67,6 +72,7 @@ class RotationReport:
     plaintext: int = 0
     records: int = 0
     steps: int = 0
+    data_keys: int = 0
     thread_id: str = ""
     active_key_id: str = ""
 
@@ -76,6 +82,7 @@ class RotationReport:
         self.plaintext += counts.plaintext
         self.records += counts.records
         self.steps += counts.steps
+        self.data_keys += counts.data_keys
 
 
 def encrypted_layer(saver: BaseCheckpointSaver[Any]) -> EncryptedSaver:
@@ -118,6 +125,7 @@ async def rotate_keys(
     """
     from tether.store import (
         SECRET_THREAD,
+        drop_cached,
         store_for,  # the store package builds on this one
     )
 
@@ -138,6 +146,7 @@ async def rotate_keys(
     for thread_id in threads:
         one = ThreadPass(layer.encryption, thread_id)
         await rotator.rewrite(one)
+        drop_cached(frozenset({thread_id}))  # unwrapped keys held here are read again
         report._add(one.counts)
         report.threads_done += 1
         report.thread_id = thread_id

@@ -84,8 +84,9 @@ def _rotate(args: argparse.Namespace) -> int:
     report, runtime = asyncio.run(run())
     print(
         f"rotated {report.threads_done} thread(s) to key {report.active_key_id!r}: "
-        f"{report.rewrapped} value(s) re-encrypted ({report.records} record(s), "
-        f"{report.steps} step(s)), {report.current} already current"
+        f"{report.rewrapped} value(s) re-encrypted ({report.records} record(s), of which "
+        f"{report.data_keys} thread data key(s), {report.steps} step(s)), "
+        f"{report.current} already current"
         + (
             f", {report.plaintext} stored in clear (not encrypted by rotation; "
             "see docs/encryption.md, migration)"

@@ -7,6 +7,7 @@ with ``_`` is internal.
 """
 
 from tether.store._chain import ChainHead, ChainReport
+from tether.store._data_keys import THREAD_KEY_KIND, DataKeyCache, drop_cached
 from tether.store._factory import store_for
 from tether.store._keyed import SECRET_KEY, SECRET_KIND, SECRET_THREAD, KeyedHash
 from tether.store._ownership import on_forget
@@ -22,14 +23,17 @@ __all__ = [
     "SECRET_KEY",
     "SECRET_KIND",
     "SECRET_THREAD",
+    "THREAD_KEY_KIND",
     "ChainHead",
     "ChainReport",
+    "DataKeyCache",
     "KeyedHash",
     "Record",
     "RecordDriver",
     "RecordStore",
     "RecordStoreError",
     "SyncRecordStore",
+    "drop_cached",
     "on_forget",
     "store_for",
 ]

@@ -3,11 +3,16 @@
 Associated data (:mod:`tether.checkpointing.binding`): a record is bound to its
 thread, kind and key, a step to its thread and index, each under its own domain
 label; version-1 envelopes were bound to ``|``-joined text and still read.
+
+A thread's records and steps are sealed under the thread's data key (envelope
+version 3, :mod:`tether.store._data_keys`) when the caller passes one;
+version-2 envelopes (under a ring key, written before data keys) still read.
 """
 
 from __future__ import annotations
 
 import base64
+import binascii
 import json
 import time
 from typing import Any
@@ -52,17 +57,30 @@ class RecordCodec:
     def __init__(self, cipher: Cipher | None) -> None:
         self.cipher = cipher
 
-    def _seal(self, text: str, aad: bytes) -> str:
+    def _seal(self, text: str, aad: bytes, data_key: Any = None) -> str:
         if self.cipher is None:
             return text
-        blob = self.cipher.encrypt(text.encode(), aad)
+        blob = self.cipher.encrypt(text.encode(), aad, data_key=data_key)
         return _ENCRYPTED + base64.b64encode(blob).decode("ascii")
 
-    def _decode(self, payload: str, aad: bytes, v1_aad: bytes, what: str) -> dict[str, Any]:
-        value: dict[str, Any] = json.loads(self._open(payload, aad, v1_aad, what))
+    def wanted_key(self, payload: str) -> str | None:
+        """The data key a stored value is sealed under (``None``: a ring key, or clear)."""
+        if self.cipher is None or not payload.startswith(_ENCRYPTED):
+            return None
+        # The header (magic, version, id length, id of at most 64) is in the first 70 bytes.
+        head = payload[len(_ENCRYPTED) : len(_ENCRYPTED) + 96]
+        try:
+            return self.cipher.data_key_id_of(base64.b64decode(head + "=" * (-len(head) % 4)))
+        except (binascii.Error, ValueError):
+            return None  # decrypting reports it
+
+    def _decode(
+        self, payload: str, aad: bytes, v1_aad: bytes, what: str, data_key: Any
+    ) -> dict[str, Any]:
+        value: dict[str, Any] = json.loads(self._open(payload, aad, v1_aad, what, data_key))
         return value
 
-    def _open(self, payload: str, aad: bytes, v1_aad: bytes, what: str) -> str:
+    def _open(self, payload: str, aad: bytes, v1_aad: bytes, what: str, data_key: Any) -> str:
         """The JSON text of a stored value, decrypted and authenticated when it is sealed."""
         if payload.startswith(_ENCRYPTED):
             if self.cipher is None:
@@ -72,7 +90,7 @@ class RecordCodec:
                     "encryption=KeyRing(...))"
                 )
             blob = base64.b64decode(payload[len(_ENCRYPTED) :])
-            return self.cipher.decrypt(blob, aad, what, v1_aad=v1_aad).decode()
+            return self.cipher.decrypt(blob, aad, what, v1_aad=v1_aad, data_key=data_key).decode()
         if self.cipher is not None and not getattr(self.cipher, "allow_plaintext", False):
             raise RecordStoreError(
                 f"{what} is stored in plaintext but encryption is on; refusing to "
@@ -80,17 +98,28 @@ class RecordCodec:
             )
         return payload
 
-    def raw(
-        self, kind: str, key: str, value: dict[str, Any], thread_id: str, run_id: str | None
+    def raw(  # noqa: PLR0917 - the stored record's fields, in order
+        self,
+        kind: str,
+        key: str,
+        value: dict[str, Any],
+        thread_id: str,
+        run_id: str | None,
+        data_key: Any = None,
     ) -> RawRecord:
         """The stored form of a record (``run_id`` already resolved)."""
         check_names(kind, key)
         thread = str(thread_id)
-        payload = self._seal(_json(value), binding.record(thread, kind, key))
+        payload = self._seal(_json(value), binding.record(thread, kind, key), data_key)
         return RawRecord(kind, key, thread, payload, time.time(), run_id)
 
     def step(
-        self, thread: str, step: dict[str, Any], run_id: str | None, keyed: KeyedHash | None
+        self,
+        thread: str,
+        step: dict[str, Any],
+        run_id: str | None,
+        keyed: KeyedHash | None,
+        data_key: Any = None,
     ) -> StepPayload:
         """The stored form of a step, sealed once its index is known (it is bound).
 
@@ -101,30 +130,37 @@ class RecordCodec:
         if self.cipher is None:
             return StepPayload(lambda index: text, text, run_id, digest)
         return StepPayload(
-            lambda index: self._seal(text, binding.step(thread, index)), None, run_id, digest
+            lambda index: self._seal(text, binding.step(thread, index), data_key),
+            None,
+            run_id,
+            digest,
         )
 
-    def record(self, raw: RawRecord) -> Record:
-        """A stored record, decoded and authenticated."""
+    def record(self, raw: RawRecord, data_key: Any = None) -> Record:
+        """A stored record, decoded and authenticated (``data_key``: its thread's)."""
         thread, kind, key = raw.thread_id, raw.kind, raw.key
         value = self._decode(
             raw.payload,
             binding.record(thread, kind, key),
             binding.record_v1(thread, kind, key),
             f"record {kind!r} {key!r} of thread {thread!r}",
+            data_key,
         )
         return Record(kind, key, thread, value, raw.created_at, raw.run_id)
 
-    def step_value(self, thread: str, index: int, payload: str) -> dict[str, Any]:
+    def step_value(
+        self, thread: str, index: int, payload: str, data_key: Any = None
+    ) -> dict[str, Any]:
         """A stored step, decoded and authenticated."""
-        value: dict[str, Any] = json.loads(self.step_text(thread, index, payload))
+        value: dict[str, Any] = json.loads(self.step_text(thread, index, payload, data_key))
         return value
 
-    def step_text(self, thread: str, index: int, payload: str) -> str:
+    def step_text(self, thread: str, index: int, payload: str, data_key: Any = None) -> str:
         """A stored step's JSON text as it was written, decrypted and authenticated."""
         return self._open(
             payload,
             binding.step(thread, index),
             binding.step_v1(thread, index),
             f"step {index} of thread {thread!r}",
+            data_key,
         )

@@ -112,6 +112,15 @@ class LoadKeyedHash:
     """``RecordStore.keyed_hash``: read (or create) the store's keyed-hash secret, and keep it."""
 
 
+@dataclass(frozen=True)
+class LoadDataKey:
+    """``RecordStore.data_key``: read (or create) a thread's data key, and cache it."""
+
+    thread_id: str
+    create: bool
+    want: str | None = None
+
+
 BackendOp = (
     InsertRaw
     | UpsertRaw
@@ -125,6 +134,7 @@ BackendOp = (
     | DeleteThreadRaw
     | DeleteRunsRaw
     | LoadKeyedHash
+    | LoadDataKey
 )
 Flow = _flows.Flow[BackendOp, T]
 
@@ -154,8 +164,12 @@ def backend_call(op: BackendOp, store: RecordStore) -> Coroutine[Any, Any, Any]:
             coro = driver.delete_thread(op.thread_id)
         case DeleteRunsRaw():
             coro = driver.delete_runs(op.run_ids)
-        case LoadKeyedHash():
-            coro = store.keyed_hash()
+        case LoadKeyedHash() | LoadDataKey():
+            coro = (
+                store.keyed_hash()
+                if isinstance(op, LoadKeyedHash)
+                else store.data_key(op.thread_id, create=op.create, want=op.want)
+            )
         case _:
             _flows.unknown_operation(op, "the record store's backend")
     return coro

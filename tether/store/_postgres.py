@@ -327,6 +327,7 @@ class PostgresDriver:
             await cur.execute("DELETE FROM tether_records WHERE thread_id = %s", (thread_id,))
             await cur.execute("DELETE FROM tether_steps WHERE thread_id = %s", (thread_id,))
             await cur.execute("DELETE FROM tether_step_chain WHERE thread_id = %s", (thread_id,))
+        self._guesses.forget(thread_id)
 
     async def delete_runs(self, run_ids: builtins.list[str]) -> None:
         async with self._write() as cur:

@@ -13,7 +13,8 @@ from typing import TYPE_CHECKING, Any
 from tether import _flows
 from tether.checkpointing import check_run_ids
 from tether.store._chain import ChainHead, ChainReport, ChainRow, head_of, verify
-from tether.store._codec import RecordCodec, check_names
+from tether.store._codec import check_names
+from tether.store._data_keys import ring_only
 from tether.store._io import (
     AppendRaw,
     ChainRaw,
@@ -23,6 +24,7 @@ from tether.store._io import (
     GetRaw,
     InsertRaw,
     ListRaw,
+    LoadDataKey,
     LoadKeyedHash,
     PutRawWithStep,
     StepsRaw,
@@ -32,6 +34,9 @@ from tether.store._io import (
 from tether.store._keyed import KeyedHash
 from tether.store._ownership import forget, resolve_run_id
 from tether.store._types import RawRecord, Record
+
+if TYPE_CHECKING:
+    from tether.checkpointing import DataKey
 from tether.store.operations import (
     AppendStep,
     DeleteRuns,
@@ -62,25 +67,24 @@ def flow_for(store: RecordStore, op: Operation) -> Flow[Any]:  # noqa: PLR0912 -
     Raises:
         TypeError: ``op`` is not a record-store operation.
     """
-    codec = store._codec
     flow: Flow[Any]
     match op:
         case Insert():
-            flow = _insert(codec, op)
+            flow = _insert(store, op)
         case Upsert():
-            flow = _upsert(codec, op)
+            flow = _upsert(store, op)
         case Get():
-            flow = _get(codec, op)
+            flow = _get(store, op)
         case List():
-            flow = _list(codec, op)
+            flow = _list(store, op)
         case AppendStep():
             flow = _append_step(store, op)
         case PutWithStep():
             flow = _put_with_step(store, op)
         case Steps():
-            flow = _steps(codec, op)
+            flow = _steps(store, op)
         case IndexedSteps():
-            flow = _indexed_steps(codec, op.thread_id)
+            flow = _indexed_steps(store, op.thread_id)
         case DeleteThread():
             flow = _delete_thread(op)
         case DeleteRuns():
@@ -94,56 +98,100 @@ def flow_for(store: RecordStore, op: Operation) -> Flow[Any]:  # noqa: PLR0912 -
     return flow
 
 
-def _raw(codec: RecordCodec, op: Insert | Upsert | PutWithStep) -> RawRecord:
-    return codec.raw(op.kind, op.key, op.value, op.thread_id, resolve_run_id(op.run_id))
+def _data_key(
+    store: RecordStore, thread: str, *, create: bool, want: str | None = None, kind: str = ""
+) -> Flow[DataKey | None]:
+    """The thread's data key: from memory when cached, else one backend hop."""
+    if store._codec.cipher is None or ring_only(thread, kind):
+        return None
+    key = store._data_keys.get(thread, want)
+    if key is None and (create or want is not None):
+        key = yield LoadDataKey(thread, create, want)
+    return key
 
 
-def _insert(codec: RecordCodec, op: Insert) -> Flow[bool]:
-    inserted: bool = yield InsertRaw(_raw(codec, op))
+def _opening_key(store: RecordStore, thread: str, payload: str) -> Flow[DataKey | None]:
+    """The data key a stored value needs (``None`` if it is sealed by a ring key)."""
+    want = store._codec.wanted_key(payload)
+    if want is None:
+        return None
+    key = yield from _data_key(store, thread, create=False, want=want)
+    return key
+
+
+def _raw(store: RecordStore, op: Insert | Upsert | PutWithStep) -> Flow[RawRecord]:
+    check_names(op.kind, op.key)
+    thread = str(op.thread_id)
+    key = yield from _data_key(store, thread, create=True, kind=op.kind)
+    run_id = resolve_run_id(op.run_id)
+    return store._codec.raw(op.kind, op.key, op.value, thread, run_id, key)
+
+
+def _insert(store: RecordStore, op: Insert) -> Flow[bool]:
+    raw = yield from _raw(store, op)
+    inserted: bool = yield InsertRaw(raw)
     return inserted
 
 
-def _upsert(codec: RecordCodec, op: Upsert) -> Flow[None]:
-    yield UpsertRaw(_raw(codec, op))
+def _upsert(store: RecordStore, op: Upsert) -> Flow[None]:
+    raw = yield from _raw(store, op)
+    yield UpsertRaw(raw)
 
 
-def _get(codec: RecordCodec, op: Get) -> Flow[Record | None]:
+def _record(store: RecordStore, raw: RawRecord) -> Flow[Record]:
+    key = yield from _opening_key(store, raw.thread_id, raw.payload)
+    return store._codec.record(raw, key)
+
+
+def _get(store: RecordStore, op: Get) -> Flow[Record | None]:
     check_names(op.kind, op.key)
     raw: RawRecord | None = yield GetRaw(op.kind, op.key)
-    return None if raw is None else codec.record(raw)
+    if raw is None:
+        return None
+    record = yield from _record(store, raw)
+    return record
 
 
-def _list(codec: RecordCodec, op: List) -> Flow[list[Record]]:
+def _list(store: RecordStore, op: List) -> Flow[list[Record]]:
     check_names(op.kind, "-")
     thread = None if op.thread_id is None else str(op.thread_id)
     raws: list[RawRecord] = yield ListRaw(op.kind, thread)
-    return [codec.record(raw) for raw in raws]
+    records = []
+    for raw in raws:
+        records.append((yield from _record(store, raw)))
+    return records
 
 
 def _append_step(store: RecordStore, op: AppendStep) -> Flow[int]:
     thread = str(op.thread_id)
     run_id = resolve_run_id(op.run_id)
     keyed = yield from _keyed_hash(store)
-    index: int = yield AppendRaw(thread, store._codec.step(thread, op.step, run_id, keyed))
+    key = yield from _data_key(store, thread, create=True)
+    index: int = yield AppendRaw(thread, store._codec.step(thread, op.step, run_id, keyed, key))
     return index
 
 
 def _put_with_step(store: RecordStore, op: PutWithStep) -> Flow[int | None]:
-    raw = _raw(store._codec, op)
+    raw = yield from _raw(store, op)
     keyed = yield from _keyed_hash(store)
-    step = store._codec.step(raw.thread_id, op.step, raw.run_id, keyed)
+    key = yield from _data_key(store, raw.thread_id, create=True)
+    step = store._codec.step(raw.thread_id, op.step, raw.run_id, keyed, key)
     index: int | None = yield PutRawWithStep(raw, op.replace, step)
     return index
 
 
-def _indexed_steps(codec: RecordCodec, thread_id: str) -> Flow[list[tuple[int, dict[str, Any]]]]:
+def _indexed_steps(store: RecordStore, thread_id: str) -> Flow[list[tuple[int, dict[str, Any]]]]:
     thread = str(thread_id)
     rows: list[tuple[int, str]] = yield StepsRaw(thread)
-    return [(index, codec.step_value(thread, index, payload)) for index, payload in rows]
+    steps = []
+    for index, payload in rows:
+        key = yield from _opening_key(store, thread, payload)
+        steps.append((index, store._codec.step_value(thread, index, payload, key)))
+    return steps
 
 
-def _steps(codec: RecordCodec, op: Steps) -> Flow[list[dict[str, Any]]]:
-    rows = yield from _indexed_steps(codec, op.thread_id)
+def _steps(store: RecordStore, op: Steps) -> Flow[list[dict[str, Any]]]:
+    rows = yield from _indexed_steps(store, op.thread_id)
     return [step for _, step in rows]
 
 
@@ -159,11 +207,18 @@ def _verify_chain(store: RecordStore, op: VerifyChain) -> Flow[ChainReport]:
     thread = str(op.thread_id)
     keyed = yield from _keyed_hash(store)
     rows: list[ChainRow] = yield ChainRaw(thread)
+    # The key the newest step names (a log written before data keys names none).
+    want = next((w for row in reversed(rows) if (w := _wanted(store, row))), None)
+    key = yield from _data_key(store, thread, create=False, want=want)
 
     def open_text(index: int, payload: str) -> str:
-        return store._codec.step_text(thread, index, payload)
+        return store._codec.step_text(thread, index, payload, key)
 
     return verify(thread, rows, open_text, keyed, op.expected_head)
+
+
+def _wanted(store: RecordStore, row: ChainRow) -> str | None:
+    return None if row.text is None else store._codec.wanted_key(row.text)
 
 
 def _chain_head(thread_id: str) -> Flow[ChainHead | None]:

@@ -24,10 +24,12 @@ from typing import Any, TypeVar
 
 from tether._loops import wait_on_loop
 from tether.boundaries import current_guard
+from tether.checkpointing import DataKey
 from tether.store import _io
 from tether.store import operations as ops
 from tether.store._chain import ChainHead, ChainReport
 from tether.store._codec import RecordCodec
+from tether.store._data_keys import cache_for, load_data_key, ring_only
 from tether.store._keyed import KeyedHash, load_keyed_hash
 from tether.store._protocol import flow_for
 from tether.store._types import (
@@ -87,6 +89,7 @@ class RecordStore:
         self._driver = driver
         self._codec = RecordCodec(cipher)
         self._keyed: KeyedHash | None = None
+        self._data_keys = cache_for(driver, cipher)
         self.sync = SyncRecordStore(self)
 
     @property
@@ -267,6 +270,49 @@ class RecordStore:
         """
         await self.perform(ops.DeleteRuns(run_ids))
 
+    async def data_key(
+        self, thread_id: str, *, create: bool = False, want: str | None = None
+    ) -> DataKey | None:
+        """The thread's own data key (see :mod:`tether.store._data_keys`), ``None`` without one.
+
+        Args:
+            thread_id: The thread.
+            create: Create the key if the thread has none yet (to write).
+            want: The key id a ciphertext names: a cached key with another id is
+                read again from the store.
+
+        Returns ``None`` without encryption, for the store's own thread, and when
+        the thread has no key and ``create`` is false.
+        """
+        thread = str(thread_id)
+        if self._codec.cipher is None or ring_only(thread):
+            return None
+        cache = self._data_keys
+        key = cache.get(thread, want)
+        if key is not None:
+            return key
+        # LangGraph saves a checkpoint and its writes concurrently: one load per
+        # thread at a time on this loop, the others wait for it.
+        loop = asyncio.get_running_loop()
+        flight = (id(loop), thread)
+        pending = cache.flights.get(flight)
+        if pending is not None:
+            key = await asyncio.shield(pending)
+            if key is not None and (want is None or key.key_id == want):
+                return key
+            if key is None and not create and want is None:
+                return None
+        done: asyncio.Future[DataKey | None] = loop.create_future()
+        cache.flights[flight] = done
+        key = None
+        try:
+            key = await load_data_key(self, thread, create=create)
+        finally:
+            done.set_result(key)  # None after a failure: a waiter then loads it itself
+            if cache.flights.get(flight) is done:
+                del cache.flights[flight]
+        return key
+
     async def keyed_hash(self) -> KeyedHash | None:
         """The keyed hash for identifiers stored in clear, or ``None`` without encryption.
 
@@ -418,6 +464,15 @@ class SyncRecordStore:
         """See :meth:`RecordStore.keyed_hash` (no hop to the loop once loaded)."""
         keyed: KeyedHash | None = self.perform(ops.KeyedHash())
         return keyed
+
+    def data_key(
+        self, thread_id: str, *, create: bool = False, want: str | None = None
+    ) -> DataKey | None:
+        """See :meth:`RecordStore.data_key`."""
+        key: DataKey | None = self._wait(
+            self._store.data_key(thread_id, create=create, want=want), "data_key"
+        )
+        return key
 
 
 def _run_inline(coro: Coroutine[Any, Any, T]) -> T:

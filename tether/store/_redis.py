@@ -317,6 +317,7 @@ class RedisDriver:
             *self._chain_keys(thread_id),
         ]
         await self._delete(keys=keys, args=[self._p])
+        self._guesses.forget(thread_id)
 
     async def delete_runs(self, run_ids: builtins.list[str]) -> None:
         keys = [self._run(run_id) for run_id in run_ids]

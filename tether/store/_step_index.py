@@ -48,11 +48,17 @@ class IndexGuesses:
                 self._next[thread] = guess  # unused: the next append takes it
             if status != TAKEN:
                 return status, index
-            floor = index  # the log moved past it: seal for a later index
+            if index < guess:  # the log is shorter than remembered (the thread was deleted)
+                self._next.pop(thread, None)
+            floor = index  # seal for the log's next index
         raise RecordStoreError(
             f"could not append to the step log of thread {thread!r}: its next index was "
             f"taken {_TRIES} times in a row by other writers"
         )
+
+    def forget(self, thread: str) -> None:
+        """The thread's log was deleted: its next append guesses index 0 again."""
+        self._next.pop(thread, None)
 
     def _reserve(self, thread: str, floor: int) -> int:
         """An index no other append of this process tries, at least ``floor``."""

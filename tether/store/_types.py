@@ -30,11 +30,19 @@ class Cipher(Protocol):
     envelope of format version 1 was sealed with, where it differs.
     """
 
-    def encrypt(self, plaintext: bytes, aad: bytes) -> bytes: ...
+    def encrypt(self, plaintext: bytes, aad: bytes, *, data_key: Any = None) -> bytes: ...
 
     def decrypt(
-        self, blob: bytes, aad: bytes, where: str = "", *, v1_aad: bytes | None = None
+        self,
+        blob: bytes,
+        aad: bytes,
+        where: str = "",
+        *,
+        v1_aad: bytes | None = None,
+        data_key: Any = None,
     ) -> bytes: ...
+
+    def data_key_id_of(self, blob: bytes) -> str | None: ...
 
 
 @dataclass(frozen=True)
