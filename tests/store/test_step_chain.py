@@ -188,6 +188,17 @@ async def test_writers_with_a_stale_view_of_the_log_still_form_one_chain(
         assert [s["n"] for s in await store_for(b).steps("t")] == list(range(6))
 
 
+async def test_a_log_deleted_by_another_connection_starts_again_at_zero(
+    durable_backend: Backend,
+) -> None:
+    async with durable_backend.open() as a, durable_backend.open() as b:
+        await _fill(a, "t", 3)
+        await store_for(b).delete_thread("t")
+        assert await store_for(a).append_step("t", {"n": "again"}) == 0
+        report = await verify_chain(b, "t")
+        assert (report.ok, report.steps, report.head.index if report.head else None) == (True, 1, 0)
+
+
 async def test_a_redis_step_over_a_head_that_moved_is_refused_with_the_actual_end(
     backend: Backend,
 ) -> None:
