@@ -5,6 +5,8 @@ from __future__ import annotations
 import asyncio
 import json
 
+import pytest
+
 from tests.backends import Backend
 from tests.checkpointing.encryption_helpers import ring
 from tests.store.raw_steps import RawSteps
@@ -168,21 +170,53 @@ def test_sync_twin_reports_the_same(tmp_path: object) -> None:
         assert report.head.index == 2
 
 
-async def test_redis_scripts_sha256_matches_hashlib(servers: dict[str, str]) -> None:
-    import hashlib
+async def test_writers_with_a_stale_view_of_the_log_still_form_one_chain(
+    durable_backend: Backend,
+) -> None:
+    # Two connections (on Redis, two drivers, each guessing the log's end from its own
+    # last write): every write of one moves the end the other expects.
+    async with durable_backend.open() as a, durable_backend.open() as b:
+        for i in range(6):
+            store = store_for(a if i % 2 else b)
+            if i % 3:
+                assert await store.append_step("t", {"n": i}) == i
+            else:
+                index = await store.put_with_step("m", f"k{i}", {}, thread_id="t", step={"n": i})
+                assert index == i
+        report = await verify_chain(a, "t")
+        assert (report.ok, report.steps, report.unchained_before) == (True, 6, None), report
+        assert [s["n"] for s in await store_for(b).steps("t")] == list(range(6))
 
-    from redis.asyncio import Redis
 
-    from tether.store._sha256_lua import CHAIN_LUA
+async def test_a_log_deleted_by_another_connection_starts_again_at_zero(
+    durable_backend: Backend,
+) -> None:
+    async with durable_backend.open() as a, durable_backend.open() as b:
+        await _fill(a, "t", 3)
+        await store_for(b).delete_thread("t")
+        assert await store_for(a).append_step("t", {"n": "again"}) == 0
+        report = await verify_chain(b, "t")
+        assert (report.ok, report.steps, report.head.index if report.head else None) == (True, 1, 0)
 
-    client = Redis.from_url(servers["redis"])
-    try:
-        for size in (0, 1, 55, 56, 63, 64, 65, 119, 120, 200, 1000):
-            message = bytes((i * 7 + size) % 256 for i in range(size))
-            got = await client.eval(CHAIN_LUA + "return sha256hex(ARGV[1])", 0, message)
-            assert got.decode() == hashlib.sha256(message).hexdigest(), size
-    finally:
-        await client.aclose()
+
+async def test_a_redis_step_over_a_head_that_moved_is_refused_with_the_actual_end(
+    backend: Backend,
+) -> None:
+    if backend.name != "redis":
+        pytest.skip("the compare-and-set of Redis's step scripts")
+    async with backend.open() as saver:
+        await _fill(saver, "t", 2)
+        driver = RawSteps(backend, saver).driver
+        _, head = await RawSteps(backend, saver).entry("t", 1)
+        p = driver._p
+        keys = [f"{p}:steps:t", f"{p}:stepseq:t", f"{p}:run:", f"{p}:thread:t"]
+        keys += [f"{p}:stepchain:t", f"{p}:stephead:t"]
+        forged = ["2", "{}", "", "d" * 64, GENESIS, "f" * 64]  # a stale head
+        assert await driver._append(keys=keys, args=forged) == [2, 2, head.encode()]
+        ahead = ["3", "{}", "", "d" * 64, head, "f" * 64]  # a gap
+        assert await driver._append(keys=keys, args=ahead) == [2, 2, head.encode()]
+        report = await verify_chain(saver, "t")
+        assert (report.ok, report.steps) == (True, 2)
 
 
 async def test_verifying_while_another_connection_appends_sees_a_whole_chain(

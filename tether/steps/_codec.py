@@ -16,6 +16,9 @@ from tether.steps._hashing import conversation_hash, dumps
 __all__ = ["canonical_hash", "decode_output", "encode_output"]
 
 
+_PLAIN = (str, int, bool)  # exact types: a float may be NaN, a subclass anything
+
+
 def _all_messages(values: list[Any] | tuple[Any, ...]) -> bool:
     """Whether every item is a message: one test per distinct type, not per item."""
     return bool(values) and all(issubclass(t, BaseMessage) for t in set(map(type, values)))
@@ -48,6 +51,8 @@ def encode_output(value: Any) -> dict[str, Any]:
             "model": f"{cls.__module__}:{cls.__qualname__}",
             "data": value.model_dump(mode="json"),
         }
+    if value is None or type(value) in _PLAIN:  # JSON as it is: nothing to check
+        return {"json": value}
     try:
         json.dumps(value, allow_nan=False)
     except (TypeError, ValueError) as exc:

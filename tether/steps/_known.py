@@ -13,11 +13,13 @@ from __future__ import annotations
 
 import threading
 from collections import OrderedDict
+from functools import partial
 
 from tether._instances import instance_key
+from tether.steps._io import Await, Flow
 from tether.store import RecordStore
 
-__all__ = ["drop_thread", "forget_thread", "known", "remember"]
+__all__ = ["drop_thread", "forget_thread", "known", "known_flow", "remember"]
 
 _KINDS = ("model", "tool")
 _MAX_THREADS = 1024
@@ -26,14 +28,34 @@ _keys: OrderedDict[tuple[int, str], set[tuple[str, str]]] = OrderedDict()
 _lock = threading.Lock()
 
 
-async def known(store: RecordStore, thread_id: str, kind: str, key: str) -> bool:
-    """Whether a ``kind`` record under ``key`` may exist (then read it)."""
+def _loaded(store: RecordStore, thread_id: str, kind: str, key: str) -> bool | None:
+    """The answer of :func:`known` if the thread's keys are loaded, else ``None``."""
     slot = (instance_key(store), thread_id)
     with _lock:
         keys = _keys.get(slot)
-        if keys is not None:
-            _keys.move_to_end(slot)
-            return (kind, key) in keys
+        if keys is None:
+            return None
+        _keys.move_to_end(slot)
+        return (kind, key) in keys
+
+
+def known_flow(store: RecordStore, thread_id: str, kind: str, key: str) -> Flow[bool]:
+    """:func:`known` as a flow step: no operation at all once the thread's keys are loaded.
+
+    (In a sync node an ``Await`` is a hop to the store's event loop and back.)
+    """
+    answer = _loaded(store, thread_id, kind, key)
+    if answer is None:
+        answer = yield Await(partial(known, store, thread_id, kind, key))
+    return bool(answer)
+
+
+async def known(store: RecordStore, thread_id: str, kind: str, key: str) -> bool:
+    """Whether a ``kind`` record under ``key`` may exist (then read it)."""
+    answer = _loaded(store, thread_id, kind, key)
+    if answer is not None:
+        return answer
+    slot = (instance_key(store), thread_id)
     loaded = {
         (k, record.key) for k in _KINDS for record in await store.list(k, thread_id=thread_id)
     }

@@ -43,11 +43,11 @@ from tether.steps._chunks import as_chunks, assemble
 from tether.steps._codec import canonical_hash, decode_output, encode_output
 from tether.steps._errors import NonDeterminismError, NotRecordedError
 from tether.steps._io import Await, Flow, Invoke, Pause, Stream, run, run_sync
-from tether.steps._known import known, remember
+from tether.steps._known import known_flow, remember
 from tether.steps._log import step_document
 from tether.steps._parent import wait_for_parent_checkpoint
 from tether.steps._scope import NodeScope, node_scope, worker_id
-from tether.steps._versions import VersionPins, ensure_pins
+from tether.steps._versions import VersionPins, ensure_pins_flow
 from tether.store import operations as ops
 
 __all__ = ["Recorder", "default_model_id", "model_step", "structured_schema"]
@@ -145,9 +145,9 @@ class Recorder:
     def _plan(self, call: _Call) -> Flow[_Plan]:
         scope = call.scope
         # No pins or budget: nothing to check or charge, so no call (a hop in sync code).
-        pins = (yield Await(partial(ensure_pins, scope))) if scope.pinned else None
+        pins = (yield from ensure_pins_flow(scope)) if scope.pinned else None
         record = None
-        if (yield Await(partial(known, scope.store, scope.thread_id, "model", call.key))):
+        if (yield from known_flow(scope.store, scope.thread_id, "model", call.key)):
             record = yield ops.Get("model", call.key)
         if record is not None:
             recorded_hash = record.value["input_hash"]

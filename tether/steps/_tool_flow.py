@@ -11,7 +11,6 @@ from __future__ import annotations
 import contextlib
 import time
 from dataclasses import dataclass
-from functools import partial
 from typing import TYPE_CHECKING, Any
 
 from langchain_core.runnables import RunnableConfig
@@ -27,12 +26,12 @@ from tether.steps._errors import (
     ToolOutcomeUnknownError,
 )
 from tether.steps._idempotency import KEY_PARAM, ReconcileResult, args_digest, idempotency_key
-from tether.steps._io import Await, Execute, Flow, RunReconcile
-from tether.steps._known import known, remember
+from tether.steps._io import Execute, Flow, RunReconcile
+from tether.steps._known import known_flow, remember
 from tether.steps._log import step_document
 from tether.steps._parent import wait_for_parent_checkpoint
 from tether.steps._scope import NodeScope, worker_id
-from tether.steps._versions import ensure_pins
+from tether.steps._versions import ensure_pins_flow
 from tether.store import KeyedHash
 from tether.store import operations as ops
 
@@ -154,7 +153,7 @@ def _recorded_by_older_version(call: _Call, legacy: _Call) -> Flow[bool]:
     Such a run keeps its keys (and so its idempotency key) to the end.
     """
     store, thread_id = call.scope.store, call.scope.thread_id
-    if not (yield Await(partial(known, store, thread_id, "tool", legacy.key))):
+    if not (yield from known_flow(store, thread_id, "tool", legacy.key)):
         return False
     if legacy.key != call.key:
         return True
@@ -182,14 +181,14 @@ def _plan(tool: DurableTool, call: _Call) -> Flow[tuple[str, Any]]:
     """
     scope, store = call.scope, call.scope.store
     if scope.pinned:  # else nothing to check: no call (a hop in sync code)
-        yield Await(partial(ensure_pins, scope))
+        yield from ensure_pins_flow(scope)
     yield from wait_for_parent_checkpoint(scope)
     if scope.replay_only:
         return (yield from _replay_only(tool, call))
     if not _claims(tool):
         # Running again is safe, so no intent needs claiming: at most one read.
         record = None
-        if (yield Await(partial(known, store, scope.thread_id, "tool", call.key))):
+        if (yield from known_flow(store, scope.thread_id, "tool", call.key)):
             record = yield ops.Get("tool", call.key)
         if record is None:
             return "run", None
@@ -209,7 +208,7 @@ def _plan(tool: DurableTool, call: _Call) -> Flow[tuple[str, Any]]:
 def _replay_only(tool: DurableTool, call: _Call) -> Flow[tuple[str, Any]]:
     """A debug replay: the recorded result, never a claim or a run of the tool."""
     record = None
-    if (yield Await(partial(known, call.scope.store, call.scope.thread_id, "tool", call.key))):
+    if (yield from known_flow(call.scope.store, call.scope.thread_id, "tool", call.key)):
         record = yield ops.Get("tool", call.key)
     if record is None or record.value.get("state") != "done":
         raise NotRecordedError(call.key, f"result of tool {tool.name!r}")

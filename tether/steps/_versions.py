@@ -18,15 +18,24 @@ import json
 import threading
 from collections import OrderedDict
 from dataclasses import dataclass, field
+from functools import cached_property, partial
 from typing import Any, Literal, TypeVar
 
 from tether._instances import instance_key
 from tether.steps._errors import VersionMismatchError
+from tether.steps._io import Await, Flow
 from tether.steps._log import scope_step
 from tether.steps._pinned_nodes import pin_nodes
 from tether.steps._scope import PINS_KEY, NodeScope
 
-__all__ = ["VersionPins", "drop_thread", "graph_fingerprint", "pin_versions"]
+__all__ = [
+    "VersionPins",
+    "drop_thread",
+    "ensure_pins",
+    "ensure_pins_flow",
+    "graph_fingerprint",
+    "pin_versions",
+]
 
 G = TypeVar("G")
 Policy = Literal["pinned", "migrate"]
@@ -65,6 +74,11 @@ class VersionPins:
             "model_id": self.model_id,
             "tool_versions": dict(sorted(self.tool_versions.items())),
         }
+
+    @cached_property
+    def text(self) -> str:
+        """:meth:`versions` as canonical text, written once (it names the check's cache entry)."""
+        return json.dumps(self.versions(), sort_keys=True)
 
 
 def pin_versions(
@@ -114,17 +128,41 @@ def drop_thread(thread_id: str) -> None:
             del _checked[marker]
 
 
+def _marker(scope: NodeScope, pins: VersionPins) -> tuple[int, str, str]:
+    return (instance_key(scope.store), scope.thread_id, pins.text)
+
+
+def _checked_already(marker: tuple[int, str, str]) -> bool:
+    with _checked_lock:
+        if marker in _checked:
+            _checked.move_to_end(marker)
+            return True
+        return False
+
+
+def ensure_pins_flow(scope: NodeScope) -> Flow[VersionPins | None]:
+    """:func:`ensure_pins` as a flow step: no operation once this thread's pins were checked.
+
+    A pinned node checks the pins before its body runs (:mod:`._pinned_nodes`), so
+    a recorded call in it finds them checked (in a sync node an ``Await`` is a hop to
+    the store's event loop and back).
+    """
+    pins = scope.configurable.get(PINS_KEY)
+    if isinstance(pins, VersionPins) and _checked_already(_marker(scope, pins)):
+        return pins
+    checked: VersionPins | None = yield Await(partial(ensure_pins, scope))
+    return checked
+
+
 async def ensure_pins(scope: NodeScope) -> VersionPins | None:
     """Record the run's versions, or compare them with the recorded ones (once per process)."""
     pins = scope.configurable.get(PINS_KEY)
     if not isinstance(pins, VersionPins):
         return None
     current = pins.versions()
-    marker = (instance_key(scope.store), scope.thread_id, json.dumps(current, sort_keys=True))
-    with _checked_lock:
-        if marker in _checked:
-            _checked.move_to_end(marker)
-            return pins
+    marker = _marker(scope, pins)
+    if _checked_already(marker):
+        return pins
     store = scope.store
     value = {"versions": current}
     if not await store.insert("pins", scope.thread_id, value, thread_id=scope.thread_id):

@@ -12,12 +12,14 @@ backend, written by the statement, transaction or script that writes the step):
   nothing about a small value, and nobody without the key ring can compute
   the digest of an edited step.
 * ``link_n = SHA-256("{link_(n-1)}:{n}:{digest_n}")`` in hex, with
-  ``link_(-1)`` = :data:`GENESIS`. The backend computes it from the link it
-  finds at the head of the thread's chain, inside the write itself (the
-  PostgreSQL transaction that takes the thread's append lock, SQLite's
-  ``BEGIN IMMEDIATE`` transaction, the Redis Lua script), so appends that race
+  ``link_(-1)`` = :data:`GENESIS`. It is computed from the link at the head
+  of the thread's chain, inside the write itself (the PostgreSQL transaction
+  that takes the thread's append lock, SQLite's ``BEGIN IMMEDIATE``
+  transaction), or, on Redis, whose scripts cannot hash, by the writer from the
+  head it expects, which the Redis script compares with the stored head before
+  writing (compare-and-set, :mod:`._chain_tail`). So appends that race
   (parallel nodes of one superstep, several workers) still form one line in
-  index order, and a step write takes no extra round trip.
+  index order, and a step write usually takes no extra round trip.
 
 The digest covers the plaintext, not the envelope, so ``tether keys rotate``
 (which re-encrypts envelopes) leaves the chain valid.
@@ -63,7 +65,7 @@ def step_digest(keyed: KeyedHash | None, thread_id: str, text: str) -> str:
 
 
 def chain_link(prev: str, index: int, digest: str) -> str:
-    """The link of step ``index``: what the backends compute inside the write."""
+    """The link of step ``index`` (what PostgreSQL computes inside the write, too)."""
     return hashlib.sha256(f"{prev}:{index}:{digest}".encode("ascii")).hexdigest()
 
 

@@ -55,6 +55,9 @@ def store_for(saver: BaseCheckpointSaver[Any]) -> RecordStore:
     Raises:
         ConfigurationError: ``saver`` is not a backend tether knows.
     """
+    store = _stores.get(saver)  # the common case, without the lock (a read)
+    if store is not None:
+        return store
     with _lock:
         store = _stores.get(saver)
         if store is not None:

@@ -8,16 +8,19 @@ Layout (``P`` is ``<key_prefix>_tether``, or ``tether`` without a prefix):
 * ``P:steps:<thread>`` (hash index -> value) and ``P:stepseq:<thread>`` (counter);
 * ``P:stepchain:<thread>`` (hash index -> ``digest:link``) and ``P:stephead:<thread>``
   (the newest link): the step log's hash chain (:mod:`._chain`), written by the
-  script that appends the step; a run's deleted steps leave their entries;
+  script that appends the step, which checks the head the link was computed
+  from; a run's deleted steps leave their entries;
 * ``P:thread:<thread>`` - a set of every key of the thread, for deletion, and
   of the run sets that list its records and steps;
 * ``P:run:<run_id>`` - a set of the run's record keys and step references
   (``P:steps:<thread>#<index>``), for ``delete_for_runs``.
 
 Inserts run as Lua scripts, so put-if-absent and its index entries are one atomic
-step, and a step takes its index in the script that writes it (one round trip,
-no gap). The scripts touch several keys, so this layout targets a single Redis
-node.
+step. A step's chain link is computed here, from the log's end as this process
+last saw it, and the script that writes the step checks that end first
+(compare-and-set, :mod:`._chain_tail`): one round trip when the guess is right,
+no gap in the log, one line of links under concurrent writers. The scripts touch
+several keys, so this layout targets a single Redis node.
 """
 
 from __future__ import annotations
@@ -28,36 +31,46 @@ from typing import Any
 
 from tether.checkpointing.redis import records_prefix
 from tether.store._chain import ChainRow, merge_rows
-from tether.store._sha256_lua import CHAIN_LUA
-from tether.store._step_index import WRITTEN, IndexGuesses
+from tether.store._chain_tail import WRITTEN, ChainTails
 from tether.store._types import RawRecord, StepPayload
 
 __all__ = ["RedisDriver", "tether_prefix"]
 
-# A step's index is assigned inside the script that writes the step, so the two
-# take one round trip. ARGV "step" is "" (no step), "next" (the next index: the
-# stored text does not depend on it) or the index an encrypted text is bound to,
-# written there unless the log has moved past it; else the script answers
-# {2, next index}. Indexes only grow, so the log's order is the order of writes.
-#
+# A step is written only where the writer expects it (:mod:`._chain_tail`): the
+# writer computed its link from the index and head link it expects at the end of
+# the thread's log; if the log's next index or head differ, the script writes
+# nothing and answers {2, next index, head}, and the writer computes the link
+# again and retries. Indexes only grow, so the log's order is the order of writes.
+_TAIL_LUA = """
+local function moved(seq_key, head_key, index, head)
+  local next_index = tonumber(redis.call('GET', seq_key) or '0')
+  local current = redis.call('GET', head_key) or string.rep('0', 64)
+  if next_index ~= index or current ~= head then return {2, next_index, current} end
+  return nil
+end
+local function chain(seq_key, chain_key, head_key, index, digest, link)
+  redis.call('SET', seq_key, tostring(index + 1))
+  redis.call('HSET', chain_key, tostring(index), digest .. ':' .. link)
+  redis.call('SET', head_key, link)
+end
+"""
 # KEYS: record, seq counter, kind order, kind@thread order, thread set, step log,
 #       step counter, run set, step chain, chain head
-# ARGV: kind, key, thread_id, value, created_at, mode ("insert" | "upsert"), step,
-#       step value, run id ("" for none), step digest
+# ARGV: kind, key, thread_id, value, created_at, mode ("insert" | "upsert"), step
+#       index ("" for no step), step value, run id ("" for none), step digest,
+#       expected head link, step link
 # Returns {1, step index or -1} if it wrote, {0, -1} if the record existed and mode
-# is "insert" (nothing written), {2, next index} if the step index was taken.
+# is "insert" (nothing written), {2, next index, head} if the log's end moved.
 _PUT = (
-    CHAIN_LUA
+    _TAIL_LUA
     + """
 local exists = redis.call('EXISTS', KEYS[1]) == 1
 if exists and ARGV[6] ~= 'upsert' then return {0, -1} end
 local index = -1
 if ARGV[7] ~= '' then
-  index = tonumber(redis.call('GET', KEYS[7]) or '0')
-  if ARGV[7] ~= 'next' then
-    if tonumber(ARGV[7]) < index then return {2, index} end
-    index = tonumber(ARGV[7])
-  end
+  index = tonumber(ARGV[7])
+  local taken = moved(KEYS[7], KEYS[10], index, ARGV[11])
+  if taken then return taken end
 end
 if exists then
   redis.call('HSET', KEYS[1], 'value', ARGV[4])
@@ -75,9 +88,8 @@ else
   end
 end
 if index >= 0 then
-  redis.call('SET', KEYS[7], tostring(index + 1))
   redis.call('HSET', KEYS[6], tostring(index), ARGV[8])
-  chain_step(KEYS[9], KEYS[10], index, ARGV[10])
+  chain(KEYS[7], KEYS[9], KEYS[10], index, ARGV[10], ARGV[12])
   if ARGV[9] ~= '' then
     redis.call('SADD', KEYS[8], KEYS[6] .. '#' .. index)
     redis.call('SADD', KEYS[5], KEYS[8])
@@ -87,19 +99,17 @@ return {1, index}
 """
 )
 # KEYS: step log, step counter, run set, thread set, step chain, chain head
-# ARGV: step ("next" or an index), step value, run id ("" for none), step digest.
-# Returns {1, index} if it wrote, {2, next index} if the index was taken.
+# ARGV: step index, step value, run id ("" for none), step digest, expected head
+#       link, step link.
+# Returns {1, index} if it wrote, {2, next index, head} if the log's end moved.
 _APPEND = (
-    CHAIN_LUA
+    _TAIL_LUA
     + """
-local index = tonumber(redis.call('GET', KEYS[2]) or '0')
-if ARGV[1] ~= 'next' then
-  if tonumber(ARGV[1]) < index then return {2, index} end
-  index = tonumber(ARGV[1])
-end
-redis.call('SET', KEYS[2], tostring(index + 1))
+local index = tonumber(ARGV[1])
+local taken = moved(KEYS[2], KEYS[6], index, ARGV[5])
+if taken then return taken end
 redis.call('HSET', KEYS[1], tostring(index), ARGV[2])
-chain_step(KEYS[5], KEYS[6], index, ARGV[4])
+chain(KEYS[2], KEYS[5], KEYS[6], index, ARGV[4], ARGV[6])
 if ARGV[3] ~= '' then
   redis.call('SADD', KEYS[3], KEYS[1] .. '#' .. index)
   redis.call('SADD', KEYS[4], KEYS[3])
@@ -169,9 +179,10 @@ def tether_prefix(checkpoint_prefix: str) -> str:
     return records_prefix(checkpoint_prefix)
 
 
-def _answer(reply: Any) -> tuple[int, int]:
-    status, index = reply
-    return int(status), int(index)
+def _answer(reply: Any) -> tuple[int, int, str]:
+    """``(status, index, head)`` of a write script (the head only when the log moved)."""
+    status, index, *head = reply
+    return int(status), int(index), _text(head[0]) if head else ""
 
 
 def _text(value: Any) -> str:
@@ -205,8 +216,8 @@ class RedisDriver:
         self._append = self._redis.register_script(_APPEND)
         self._delete = self._redis.register_script(_DELETE)
         self._delete_runs = self._redis.register_script(_DELETE_RUNS)
-        # The index each thread's next encrypted step will try (the text is bound to it).
-        self._guesses = IndexGuesses()
+        # The end of each thread's log as this process last saw it (the next link's base).
+        self._tails = ChainTails()
 
     def _rec(self, kind: str, key: str) -> str:
         return f"{self._p}:rec:{kind}:{key}"
@@ -234,14 +245,16 @@ class RedisDriver:
             *self._chain_keys(thread),
         ]
         args = [kind, raw.key, thread, raw.payload, repr(raw.created_at), mode]
-        run, digest = raw.run_id or "", "" if step is None else step.digest
-
-        async def put(index: str, value: str) -> tuple[int, int]:
-            return _answer(await self._put(keys=keys, args=[*args, index, value, run, digest]))
-
+        run = raw.run_id or ""
         if step is None:
-            return await put("", "")
-        return await self._guesses.write(thread, step, put)
+            status, index, _ = _answer(await self._put(keys=keys, args=[*args, "", "", run]))
+            return status, index
+
+        async def put(index: int, head: str, text: str, link: str) -> tuple[int, int, str]:
+            tail = [str(index), text, run, step.digest, head, link]
+            return _answer(await self._put(keys=keys, args=[*args, *tail]))
+
+        return await self._tails.write(thread, step, put)
 
     async def put_with_step(self, raw: RawRecord, replace: bool, step: StepPayload) -> int | None:
         status, index = await self._write(raw, "upsert" if replace else "insert", step)
@@ -278,10 +291,11 @@ class RedisDriver:
         ]
         run = step.run_id or ""
 
-        async def append(index: str, value: str) -> tuple[int, int]:
-            return _answer(await self._append(keys=keys, args=[index, value, run, step.digest]))
+        async def append(index: int, head: str, text: str, link: str) -> tuple[int, int, str]:
+            args = [str(index), text, run, step.digest, head, link]
+            return _answer(await self._append(keys=keys, args=args))
 
-        _, index = await self._guesses.write(thread_id, step, append)
+        _, index = await self._tails.write(thread_id, step, append)
         return index
 
     async def steps(self, thread_id: str) -> builtins.list[tuple[int, str]]:
@@ -317,7 +331,7 @@ class RedisDriver:
             *self._chain_keys(thread_id),
         ]
         await self._delete(keys=keys, args=[self._p])
-        self._guesses.forget(thread_id)
+        self._tails.forget(thread_id)
 
     async def delete_runs(self, run_ids: builtins.list[str]) -> None:
         keys = [self._run(run_id) for run_id in run_ids]
