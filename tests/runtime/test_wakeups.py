@@ -14,13 +14,14 @@ from __future__ import annotations
 import asyncio
 import contextlib
 from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 
 import pytest
 
 from tests.backends import fresh_postgres_database
 from tests.runtime.workers import PROJECT
-from tether.runtime import Run, Runtime, Worker
+from tether.runtime import Run, Runtime, Worker, execution
 from tether.runtime import api as runtime_api
 from tether.runtime.project import Project
 from tether.runtime.store.base import NewEvent
@@ -114,3 +115,30 @@ async def test_a_finished_run_wakes_claimers_for_the_run_queued_behind_it(
             with contextlib.suppress(asyncio.CancelledError):
                 await asyncio.wait_for(serving, 30)
     assert worker.claimed == 2
+
+
+async def test_a_run_s_first_event_is_written_at_once_not_at_the_flush_interval(
+    runtime: Runtime,
+    runtime_url: str,
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """The ``metadata`` event (a stream's first frame) is written when the run starts,
+    not a flush interval later: with the interval an hour, it is there while the run
+    still blocks in its node."""
+    monkeypatch.setattr(execution, "_FLUSH_EVERY", 3600.0)
+    monkeypatch.setenv("TETHER_TEST_WORKDIR", str(tmp_path))
+    worker = Worker(runtime_url, PROJECT, concurrency=2, lease=2.0)
+    serving = asyncio.create_task(worker.run())
+    try:
+        run = await runtime.create("hold", thread_id="first", input={"n": 0})
+        seen = await runtime.events(run.run_id, kinds=["metadata"], wait=30)
+        assert [e.kind for e in seen] == ["metadata"]
+        assert (await runtime.get(run.run_id)).status == "running"
+        (tmp_path / "release").touch()
+        assert (await runtime.wait(run.run_id, timeout=60)).status == "success"
+    finally:
+        (tmp_path / "release").touch()
+        worker.stop(grace=False)
+        with contextlib.suppress(asyncio.CancelledError):
+            await asyncio.wait_for(serving, 30)
