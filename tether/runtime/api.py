@@ -51,6 +51,8 @@ from tether.runtime.worker import checkpointer_options, notifier_for, register_g
 
 __all__ = ["Runtime"]
 
+WAIT_POLL = 1.0  # seconds: how stale a wait may get when a signal was missed
+
 
 class Runtime(CronMethods):
     """The runs of one run store, as seen by one tenant.
@@ -259,12 +261,16 @@ class Runtime(CronMethods):
     async def wait(self, run_id: str, *, timeout: float | None = None) -> Run:  # noqa: ASYNC109
         """The run once it is no longer ``pending`` or ``running``.
 
+        It reads the run once, then again each time the run is said to have
+        stopped (the ``ended`` channel), not on each of its events; a read a
+        second serves a missed signal.
+
         Raises:
             TimeoutError: it still was after ``timeout`` seconds.
         """
         end = None if timeout is None else time.monotonic() + timeout
         while True:
-            async with self.notifier.subscribe("events", run_id) as wake:
+            async with self.notifier.subscribe("ended", run_id) as wake:
                 run = await self.get(run_id)
                 if run.status not in ACTIVE:
                     return run
@@ -273,7 +279,7 @@ class Runtime(CronMethods):
                     raise TimeoutError(
                         f"run {run_id} is still {run.status} after {timeout} seconds"
                     )
-                await wake.wait(1.0 if left is None else min(left, 1.0))
+                await wake.wait(WAIT_POLL if left is None else min(left, WAIT_POLL))
 
     async def cancel(
         self,

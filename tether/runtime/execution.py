@@ -316,18 +316,42 @@ class Execution:
             raise
 
     async def _flush_loop(self, ctx: RunContext, hold: Any, done: asyncio.Event) -> None:
+        """Write the buffered events: the first batch as soon as it is there (it holds
+        ``metadata``, the first frame a client streaming the run waits for), then
+        every ``_FLUSH_EVERY`` seconds."""
+        await _first_event(ctx, done)
         while not done.is_set():
+            if len(ctx.events) > 0:
+                try:
+                    await self._flush(ctx, hold)
+                except (FenceLostError, LeaseLostError):
+                    ctx.lost = True
+                    return
+                except Exception:  # a transient store error: the final flush retries
+                    log.exception("run %s: writing events failed", ctx.fence.run_id)
             with contextlib.suppress(TimeoutError):
                 await asyncio.wait_for(done.wait(), _FLUSH_EVERY)
-            if done.is_set() or len(ctx.events) == 0:
-                continue
+
+
+async def _first_event(ctx: RunContext, done: asyncio.Event) -> None:
+    """Until the run's first event is buffered (or the run is over)."""
+    loop = asyncio.get_running_loop()
+    first = asyncio.Event()
+
+    def wake() -> None:  # a sync node adds events from a pool thread
+        loop.call_soon_threadsafe(first.set)
+
+    ctx.events.wake = wake
+    try:
+        if len(ctx.events) == 0:
+            waits = {asyncio.ensure_future(first.wait()), asyncio.ensure_future(done.wait())}
             try:
-                await self._flush(ctx, hold)
-            except (FenceLostError, LeaseLostError):
-                ctx.lost = True
-                return
-            except Exception:  # a transient store error: the final flush retries
-                log.exception("run %s: writing events failed", ctx.fence.run_id)
+                await asyncio.wait(waits, return_when=asyncio.FIRST_COMPLETED)
+            finally:
+                for waiting in waits:
+                    waiting.cancel()
+    finally:
+        ctx.events.wake = None
 
 
 class _Continue:

@@ -2,10 +2,15 @@
 
 The run store is the truth; a notification only says that something may have
 changed, so a missed one costs at most a poll interval and a spurious one costs
-a read. Three channels:
+a read. Four channels:
 
-* ``runs``: a run became claimable (created, released, resumed, a thread freed);
+* ``runs``: a run became claimable (created, released, resumed, a thread with a
+  pending run freed);
 * ``events``: a run appended events (payload: the run id);
+* ``ended``: a run stopped: finished, interrupted, failed, cancelled, timed out
+  (payload: the run id). A waiter for the outcome listens here, not on
+  ``events``: a run appends a batch of events every few milliseconds, and each
+  would cost the waiter a read for nothing;
 * ``control``: a held run was asked to stop (payload: the run id).
 
 PostgreSQL delivers them with ``LISTEN``/``NOTIFY`` on one dedicated autocommit
@@ -40,12 +45,13 @@ __all__ = [
 
 log = logging.getLogger("tether.runtime")
 
-Channel = Literal["runs", "events", "control"]
-CHANNELS: tuple[Channel, ...] = ("runs", "events", "control")
+Channel = Literal["runs", "events", "ended", "control"]
+CHANNELS: tuple[Channel, ...] = ("runs", "events", "ended", "control")
 # The Postgres channel names; the run store's statements NOTIFY these.
 PG_CHANNELS: dict[str, Channel] = {
     "tether_runs": "runs",
     "tether_events": "events",
+    "tether_ended": "ended",
     "tether_control": "control",
 }
 

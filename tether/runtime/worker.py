@@ -4,7 +4,9 @@ One asyncio loop per process does everything:
 
 * the **claim loop** claims pending runs whenever a slot is free and a
   ``runs`` notification arrives (or every ``lease/4`` seconds), and takes over
-  runs whose lease expired;
+  runs whose lease expired. A claim that returns fewer runs than there are free
+  slots is not repeated until the next notification: every write that makes a
+  run claimable signals ``runs``;
 * the **heartbeat** extends the leases of every held run in one statement every
   ``lease/4`` seconds. A run missing from its answer was taken over: its guard
   is marked lost, so it stops at its next boundary and writes nothing more. The
@@ -151,6 +153,7 @@ class Worker:
         self._slot_free: asyncio.Event | None = None
         self.claimed = 0
         self.finished = 0
+        self.claim_queries = 0  # claims asked of the store (pending runs; each may find none)
 
     # -- lifecycle -----------------------------------------------------------------------
 
@@ -231,6 +234,7 @@ class Worker:
                 free = self.concurrency - len(self._held)
                 claims: list[Claim] = []
                 if free > 0:
+                    self.claim_queries += 1
                     claims = await store.claim(
                         self.worker_id, graphs=graphs, limit=free, lease=self.lease
                     )
@@ -243,8 +247,8 @@ class Worker:
                 sent = time.monotonic()
                 for claim in claims:
                     self._start(claim, sent, store, execution, notifier)
-                if claims and len(self._held) < self.concurrency:
-                    continue
+                # Fewer claimed than asked for: nothing else is claimable now. A run
+                # that becomes so signals ``runs``, which this subscription caught.
                 stop = asyncio.ensure_future(self._stopping.wait())
                 woken = asyncio.ensure_future(wake.wait(poll))
                 await asyncio.wait({stop, woken}, return_when=asyncio.FIRST_COMPLETED)
@@ -305,9 +309,11 @@ class Worker:
                 if ctx.same_database:
                     with contextlib.suppress(Exception):
                         await drop_fence(execution.saver, ctx.fence)
+                full = len(self._held) >= self.concurrency
                 self._held.pop(run.run_id, None)
                 self.finished += 1
-                notifier.publish_local("runs")
+                if full:  # a slot is free: claim what waited for one
+                    notifier.publish_local("runs")
 
         task = asyncio.create_task(execute(), name=f"tether-run-{run.run_id}")
         self._held[run.run_id] = (ctx, task)

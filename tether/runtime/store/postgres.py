@@ -46,7 +46,7 @@ from tether.runtime.store.crons import CronPlane
 from tether.runtime.store.encoding import dumps
 from tether.runtime.store.postgres_crons import PostgresCronHooks
 from tether.runtime.store.postgres_edits import PostgresEditHooks
-from tether.runtime.store.postgres_worker import Cursor, insert_events
+from tether.runtime.store.postgres_worker import ENDED, Cursor, insert_events
 from tether.runtime.store.retention import RetentionPlane, Statement
 from tether.runtime.store.rows import POSTGRES, Dialect
 from tether.runtime.store.sealing import Sealer
@@ -338,11 +338,14 @@ class PostgresRunStore(PostgresEditHooks, PostgresCronHooks, CronPlane, Retentio
         row = await _one(cur)
         event = control.cancel_event(run.status, action, reason)
         await insert_events(cur, run_id, int(row["last_seq"]) - 1, [event], self.rows.sealer)
-        if run.status == "running":
-            await cur.execute("SELECT pg_notify('tether_control', %s)", (run_id,))
+        if run.status == "running":  # it ends when its worker stops it
+            await cur.execute(
+                "SELECT pg_notify('tether_control', %s), pg_notify('tether_events', %s)",
+                (run_id, run_id),
+            )
         else:
             await cur.execute(_FREE_THREAD, {"thread": run.thread_id})
-        await cur.execute("SELECT pg_notify('tether_events', %s)", (run_id,))
+            await cur.execute(ENDED, {"run": run_id, "thread": run.thread_id})
         return self.rows.run(row)
 
     async def _lock_thread_of(self, cur: Cursor, run_id: str, tenant: str) -> str:

@@ -19,7 +19,12 @@ import psycopg
 from tether.runtime.errors import AlreadyExistsError
 from tether.runtime.models import Assistant, Cron, Run
 from tether.runtime.store.crons import ValidCron, deadline_events, deadline_outcome
-from tether.runtime.store.postgres_worker import Cursor, PostgresWorkerPlane, insert_events
+from tether.runtime.store.postgres_worker import (
+    ENDED,
+    Cursor,
+    PostgresWorkerPlane,
+    insert_events,
+)
 from tether.runtime.store.rows import POSTGRES
 from tether.runtime.store.types import Created
 from tether.runtime.store.validation import ValidRun
@@ -210,10 +215,7 @@ class PostgresCronHooks(PostgresWorkerPlane):
                 _TIMEOUT_THREAD,
                 {"thread": run.thread_id, "error": thread_error, "run": run.run_id},
             )
-            await cur.execute(
-                "SELECT pg_notify('tether_events', %s), pg_notify('tether_runs', %s)",
-                (run.run_id, run.graph_id),
-            )
+            await cur.execute(ENDED, {"run": run.run_id, "thread": run.thread_id})
             return True
 
     async def _waiting_runs(self, limit: int) -> builtins.list[Run]:

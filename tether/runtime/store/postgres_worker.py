@@ -35,7 +35,14 @@ from tether.runtime.store.encoding import dumps
 from tether.runtime.store.rows import POSTGRES, Dialect
 from tether.runtime.store.sealing import Sealer
 
-__all__ = ["PostgresWorkerPlane", "insert_events", "lease_claim_body", "lease_hash", "new_secret"]
+__all__ = [
+    "ENDED",
+    "PostgresWorkerPlane",
+    "insert_events",
+    "lease_claim_body",
+    "lease_hash",
+    "new_secret",
+]
 
 Cursor = AsyncCursor[DictRow]
 
@@ -161,6 +168,13 @@ INSERT INTO tether_run_events (run_id, seq, kind, ns, data, fence, worker_id)
 SELECT %(run)s, %(base)s + e.ord, e.kind, e.ns, e.data, %(fence)s, %(worker)s
   FROM unnest(%(kinds)s::text[], %(nss)s::text[], %(datas)s::text[])
        WITH ORDINALITY AS e(kind, ns, data, ord)"""
+# A run stopped: its waiters look (``tether_ended``), its followers read its last event,
+# and claimers look only when its thread has a run queued behind it (the thread is free
+# now); a run on a thread of its own frees nothing another run waits for.
+ENDED = """
+SELECT pg_notify('tether_events', %(run)s), pg_notify('tether_ended', %(run)s),
+       (SELECT pg_notify('tether_runs', p.graph_id) FROM tether_runs p
+         WHERE p.thread_id = %(thread)s AND p.status = 'pending' ORDER BY p.seq LIMIT 1)"""
 _HEARTBEAT = """
 UPDATE tether_runs
    SET lease_expires_at = now() + make_interval(secs => %(lease)s)
@@ -433,10 +447,7 @@ class PostgresWorkerPlane:
             fence=hold.fence,
             worker=hold.worker_id,
         )
-        await cur.execute(
-            "SELECT pg_notify('tether_runs', %s), pg_notify('tether_events', %s)",
-            (row["graph_id"], hold.run_id),
-        )
+        await cur.execute(ENDED, {"run": hold.run_id, "thread": hold.thread_id})
         return self.rows.run(row)
 
     async def append_events(self, hold: Hold, events: Sequence[NewEvent]) -> int:
