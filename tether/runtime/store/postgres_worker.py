@@ -433,6 +433,9 @@ class PostgresWorkerPlane:
 
     async def _finish_in(self, cur: Cursor, hold: Hold, outcome: Outcome) -> Run:
         await self._enter(cur, hold)
+        # Notifications go out at commit; ENDED reads the thread's queue while the lease
+        # still scopes a worker role to it (once the run has ended, the role sees no row).
+        await cur.execute(ENDED, {"run": hold.run_id, "thread": hold.thread_id})
         params = finish_params(hold, outcome, self.rows.sealer)
         await cur.execute(_FINISH_THREAD, params)
         await cur.execute(_FINISH_RUN, params)
@@ -447,7 +450,6 @@ class PostgresWorkerPlane:
             fence=hold.fence,
             worker=hold.worker_id,
         )
-        await cur.execute(ENDED, {"run": hold.run_id, "thread": hold.thread_id})
         return self.rows.run(row)
 
     async def append_events(self, hold: Hold, events: Sequence[NewEvent]) -> int:
