@@ -67,7 +67,7 @@ def test_the_server_serves_this_document(fuzzed: tuple[str, str]) -> None:
 @pytest.fixture(scope="module")
 def known(fuzzed: tuple[str, str]) -> dict[str, str]:
     """Ids that exist on the server: a thread whose run waits on an approval, its run and
-    approval, the project's graph as an assistant, and a cron."""
+    approval, the project's graph as an assistant, a cron, and a receipt id (unknown)."""
 
     async def seed() -> dict[str, str]:
         thread_id, run_id = await waiting_refund(get_client(url=fuzzed[0]), 900)
@@ -85,6 +85,8 @@ def known(fuzzed: tuple[str, str]) -> dict[str, str]:
             "approval_id": approval["approval_id"],
             "assistant_id": "refund",
             "checkpoint_id": state["checkpoint"]["checkpoint_id"],
+            # no erasure has run on this server: the receipt route answers 404 for it
+            "receipt_id": "no-such-receipt",
         }
 
     return asyncio.run(seed())
