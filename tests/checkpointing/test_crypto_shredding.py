@@ -30,7 +30,7 @@ from tether.checkpointing.encryption import (
 )
 from tether.checkpointing.rotation import rotate_keys
 from tether.store import RecordStoreError, store_for
-from tether.store._data_keys import THREAD_KEY_KIND, load_data_key
+from tether.store._data_keys import THREAD_KEY_KIND, key_record, load_data_key
 from tether.store._record import RawRecord, StepPayload
 
 _ERASED = r"data key 'd[0-9a-f]{16}', which this store does not hold: the thread was erased"
@@ -65,12 +65,12 @@ async def test_a_copy_taken_before_erasure_cannot_decrypt_the_erased_thread(
         await _seed(saver, "gone")
         await _seed(saver, "kept")
         store = store_for(saver)
-        assert await store.driver.get(THREAD_KEY_KIND, "gone") is not None
+        assert await store.driver.get(THREAD_KEY_KIND, key_record("gone")) is not None
         kept_before = await _reads(saver, "kept")
         copied = await take_copy(backend, saver)
 
         await saver.adelete_thread("gone")  # what `tether erase` does to each thread
-        assert await store.driver.get(THREAD_KEY_KIND, "gone") is None
+        assert await store.driver.get(THREAD_KEY_KIND, key_record("gone")) is None
         assert await restore_thread(backend, saver, copied, "gone") > 3
         # The ciphertext is back, the key is not: nothing of the thread opens.
         assert await saver.inner.aget_tuple(_conf("gone")) is not None
@@ -103,12 +103,13 @@ async def test_the_copy_itself_holds_only_a_wrapped_key_that_the_rotated_ring_ca
         assert isinstance(saver, EncryptedSaver)
         await rotate_keys(EncryptedSaver(saver.inner, ring("k2", "k1")))
     wrapped = copied.data.execute(
-        "SELECT value FROM tether_records WHERE kind = ? AND key = ?", (THREAD_KEY_KIND, "gone")
+        "SELECT value FROM tether_records WHERE kind = ? AND key = ?",
+        (THREAD_KEY_KIND, key_record("gone")),
     ).fetchone()[0]
     blob = base64.b64decode(wrapped.removeprefix("enc1:"))
     current = ring("k2")  # the old key dropped after the rotation
     with pytest.raises(Exception, match="key 'k1', which is not in the key ring"):
-        current.decrypt(blob, binding.record("gone", THREAD_KEY_KIND, "gone"))
+        current.decrypt(blob, binding.record("gone", THREAD_KEY_KIND, key_record("gone")))
 
 
 async def test_a_thread_written_again_after_erasure_gets_a_new_key(backend: Backend) -> None:
@@ -158,14 +159,14 @@ async def test_values_written_before_data_keys_still_read_and_rotate(backend: Ba
         step = saver.encryption.encrypt(b'{"kind":"tool"}', binding.step("legacy", 0))
         step_text = "enc1:" + base64.b64encode(step).decode()
         await store.driver.append_step("legacy", StepPayload(lambda i: step_text, step_text))
-        assert await store.driver.get(THREAD_KEY_KIND, "legacy") is None
+        assert await store.driver.get(THREAD_KEY_KIND, key_record("legacy")) is None
 
         # Resumed by this version: new values under the thread's data key, old ones still read.
         result = await build_graph(saver).ainvoke(
             _resume(), {"configurable": {"thread_id": "legacy"}}
         )
         assert result["messages"][-1].content == "reviewer said: yes"
-        assert await store.driver.get(THREAD_KEY_KIND, "legacy") is not None
+        assert await store.driver.get(THREAD_KEY_KIND, key_record("legacy")) is not None
         before = await _reads(saver, "legacy")
         assert before[1].value == {"card": CANARY}
         assert before[2] == [{"kind": "tool"}]
@@ -197,7 +198,9 @@ async def test_two_writers_creating_a_threads_key_at_once_agree(backend: Backend
 async def test_a_bad_data_key_record_is_refused_with_a_clear_error(backend: Backend) -> None:
     async with backend.open(encryption=ring("k1")) as saver:
         store = store_for(saver)
-        await store.insert(THREAD_KEY_KIND, "t", {"id": "d1", "key": "not base64!"}, thread_id="t")
+        await store.insert(
+            THREAD_KEY_KIND, key_record("t"), {"id": "d1", "key": "not base64!"}, thread_id="t"
+        )
         with pytest.raises(RecordStoreError, match=r"data key of thread 't'.*malformed"):
             await store.append_step("t", {"kind": "tool"})
         with pytest.raises(RecordStoreError, match=r"data key of thread 't'.*malformed"):
@@ -213,7 +216,7 @@ async def test_a_ring_that_did_not_wrap_the_key_cannot_use_it(backend: Backend) 
     async with backend.open(encryption=ring("k1")) as saver:
         await _seed(saver, "t")
         impostor = EncryptedSaver(saver.inner, KeyRing([("k1", b"\x07" * 32)]))
-        with pytest.raises(WrongKeyError, match=r"record 'thread_key' 't'.*different key"):
+        with pytest.raises(WrongKeyError, match=r"record 'thread_key' 'thread:t'.*different key"):
             await impostor.aget_tuple(_conf("t"))
 
 
@@ -249,12 +252,12 @@ async def test_tether_erase_destroys_the_threads_data_key(
         saver = await world.saver()
         assert isinstance(await _encrypted(saver), EncryptedSaver)
         store = store_for(saver)
-        assert await store.driver.get(THREAD_KEY_KIND, "gone") is not None
+        assert await store.driver.get(THREAD_KEY_KIND, key_record("gone")) is not None
         copied = await take_copy(backend, saver)
         receipt = await erase(world.runtime, thread="gone", now=NOW)
         assert receipt.counts["checkpoints"] == 3
-        assert await store.driver.get(THREAD_KEY_KIND, "gone") is None
-        assert await store.driver.get(THREAD_KEY_KIND, "kept") is not None
+        assert await store.driver.get(THREAD_KEY_KIND, key_record("gone")) is None
+        assert await store.driver.get(THREAD_KEY_KIND, key_record("kept")) is not None
         assert await restore_thread(backend, saver, copied, "gone") > 3
         with pytest.raises(ErasedDataKeyError, match=_ERASED):
             await saver.aget_tuple(_conf("gone"))

@@ -68,11 +68,11 @@ async def test_the_real_path_binds_the_documented_bytes() -> None:
         base64.b64decode(step.removeprefix("enc1:")), _bound("step", "t", str(index)), data_key=dk
     )
     # The data key itself is a record sealed by the ring (version 2), bound to its thread.
-    wrapped = await store._driver.get("thread_key", "t")
+    wrapped = await store._driver.get("thread_key", "thread:t")
     assert wrapped is not None
     opened = r.decrypt(
         base64.b64decode(wrapped.payload.removeprefix("enc1:")),
-        _bound("record", "t", "thread_key", "t"),
+        _bound("record", "t", "thread_key", "thread:t"),
     )
     assert dk.key_id in opened.decode()
 

@@ -104,7 +104,7 @@ def test_a_paused_run_resumes_after_rotating_and_dropping_the_old_key(
             data_key = await store.data_key("refund-1")
             assert data_key is not None
             assert {saver.encryption.key_id_of(_sealed(p)) for _, p in raw} == {data_key.key_id}  # type: ignore[attr-defined]
-            wrapped = await store.driver.get("thread_key", "refund-1")
+            wrapped = await store.driver.get("thread_key", "thread:refund-1")
             assert wrapped is not None
             assert saver.encryption.key_id_of(_sealed(wrapped.payload)) == "key-b"  # type: ignore[attr-defined]
         with pytest.raises(UnknownKeyError, match="key 'key-b'"):  # nothing left under key-a

@@ -4,7 +4,8 @@ With encryption on, every thread gets its own random AES-256 data key the first
 time something of it is written (a checkpoint, a write, a record or a step).
 Its values are sealed under that key (envelope version 3, see
 :mod:`tether.checkpointing.encryption`), and the key itself is kept in the
-record store as a record of kind :data:`THREAD_KEY_KIND`, key = the thread id,
+record store as a record of kind :data:`THREAD_KEY_KIND`, key :func:`key_record`
+(the thread id behind a prefix, so the empty thread id has a key too),
 filed under the thread, and sealed by the key ring like the store's keyed-hash
 secret (so ``tether keys rotate`` rewraps it, and never touches the values).
 
@@ -43,11 +44,19 @@ __all__ = [
     "DataKeyCache",
     "cache_for",
     "drop_cached",
+    "key_record",
     "load_data_key",
     "ring_only",
 ]
 
 THREAD_KEY_KIND = "thread_key"
+
+
+def key_record(thread_id: str) -> str:
+    """The record key of ``thread_id``'s data key (never empty: record keys cannot be)."""
+    return f"thread:{thread_id}"
+
+
 """The record kind a thread's wrapped data key is stored under (its key is the thread id)."""
 _CACHED_THREADS = 4096
 
@@ -142,7 +151,7 @@ async def load_data_key(store: RecordStore, thread_id: str, *, create: bool) -> 
     """
     from tether.store._record import RecordStoreError  # record.py imports this module
 
-    record = await store.get(THREAD_KEY_KIND, thread_id)
+    record = await store.get(THREAD_KEY_KIND, key_record(thread_id))
     if record is None:
         if not create:
             return None
@@ -154,11 +163,11 @@ async def load_data_key(store: RecordStore, thread_id: str, *, create: bool) -> 
         }
         # Two workers may race here: put-if-absent keeps one; the loser reads it back.
         if await store.insert(
-            THREAD_KEY_KIND, thread_id, value, thread_id=thread_id, run_id=NO_RUN
+            THREAD_KEY_KIND, key_record(thread_id), value, thread_id=thread_id, run_id=NO_RUN
         ):
             store._data_keys.put(thread_id, fresh)
             return fresh
-        record = await store.get(THREAD_KEY_KIND, thread_id)
+        record = await store.get(THREAD_KEY_KIND, key_record(thread_id))
         if record is None:
             raise RecordStoreError(
                 f"the data key of thread {thread_id!r} was deleted while it was being created "
