@@ -44,7 +44,7 @@ def _erase(args: argparse.Namespace) -> int:
         print("tether: error: --url (or $TETHER_URL) is required", file=sys.stderr)
         return 2
     if args.thread is None:  # a thread id is erased even where only a checkpointer kept it
-        from tether.retention.probe import NoRunStoreError, check_run_store
+        from tether.retention import NoRunStoreError, check_run_store
 
         try:
             asyncio.run(check_run_store(args.url, "erasing a tenant or a user"))

@@ -98,7 +98,7 @@ def _run(args: argparse.Namespace) -> int:
             print(f"tether: error: --now {args.now!r} needs a UTC offset", file=sys.stderr)
             return 2
     policy = load_policy(Path(args.policy))
-    from tether.retention.probe import NoRunStoreError, check_run_store
+    from tether.retention import NoRunStoreError, check_run_store
 
     try:
         asyncio.run(check_run_store(args.url))

@@ -15,6 +15,7 @@ running on a loop of its own), for scripts and notebook cells alike.
 Every module whose name starts with ``_`` is internal.
 """
 
+from tether.debug._branch import new_thread_id
 from tether.debug._checkpoints import Checkpoint, Task
 from tether.debug._diff import ChannelChange, StateDiff
 from tether.debug._entries import Entry
@@ -38,6 +39,7 @@ __all__ = [
     "SyncTimeline",
     "Task",
     "Timeline",
+    "new_thread_id",
     "timeline",
     "timeline_sync",
 ]

@@ -27,8 +27,7 @@ from typing import Any
 
 from langgraph.errors import InvalidUpdateError
 
-from tether.debug import DebugError, Timeline, timeline
-from tether.debug._branch import new_thread_id
+from tether.debug import DebugError, Timeline, new_thread_id, timeline
 from tether.runtime import Run, Thread, lifecycle, streaming
 from tether.server import _state
 from tether.server._errors import ApiError

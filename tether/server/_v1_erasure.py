@@ -27,11 +27,13 @@ from typing import Annotated, Any
 from fastapi import APIRouter, Depends, Request
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
-from tether.retention.audit import audit_trail
-from tether.retention.erasure import erase_store
-from tether.retention.errors import ErasureError
-from tether.retention.plane import retention_plane
-from tether.retention.summary import sha256_text
+from tether.retention import (
+    ErasureError,
+    audit_trail,
+    erase_store,
+    retention_plane,
+    sha256_text,
+)
 from tether.runtime import InvalidRunRequestError, Runtime, ids
 from tether.server._errors import ApiError
 from tether.server._identity import User, current_user
