@@ -18,6 +18,9 @@ def _kinds(world: Path) -> list[str]:
     if not world.exists():
         return []
     with sqlite3.connect(world) as db:
+        # The project's first effect creates the file a moment before its table.
+        if db.execute("SELECT 1 FROM sqlite_master WHERE name = 'effects'").fetchone() is None:
+            return []
         return [k for (k,) in db.execute("SELECT kind FROM effects ORDER BY rowid")]
 
 

@@ -47,6 +47,7 @@ if TYPE_CHECKING:
         scope_reads,
         transaction_fence,
     )
+    from tether.checkpointing._postgres import abort_idle_transactions
     from tether.checkpointing.rotation import RotationReport, rotate_keys
 
 __all__ = [
@@ -63,6 +64,7 @@ __all__ = [
     "RotationReport",
     "TamperedCiphertextError",
     "aad",
+    "abort_idle_transactions",
     "assert_fence",
     "backend_of",
     "check_run_ids",
@@ -88,6 +90,8 @@ __getattr__ = lazy_attributes(
     {
         "RotationReport": "tether.checkpointing.rotation",
         "rotate_keys": "tether.checkpointing.rotation",
+        # Every PostgreSQL pool of tether's sets it (loaded with psycopg).
+        "abort_idle_transactions": "tether.checkpointing._postgres",
         # In-transaction fencing of a worker's writes (loaded by the savers that use it).
         **dict.fromkeys(
             (

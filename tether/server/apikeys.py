@@ -25,7 +25,7 @@ from typing import Any
 
 import orjson
 
-from tether.checkpointing import parse_url, redact
+from tether.checkpointing import abort_idle_transactions, parse_url, redact
 from tether.errors import ConfigurationError
 from tether.runtime import InvalidRunRequestError, ids
 
@@ -229,7 +229,12 @@ async def open_key_store(url: str) -> AsyncIterator[KeyStore]:
     from psycopg_pool import AsyncConnectionPool
 
     pool: AsyncConnectionPool[Any] = AsyncConnectionPool(
-        url, min_size=1, max_size=4, kwargs={"autocommit": True}, open=False
+        url,
+        min_size=1,
+        max_size=4,
+        kwargs={"autocommit": True},
+        open=False,
+        configure=abort_idle_transactions,
     )
     await pool.open(wait=True, timeout=10)
     try:

@@ -16,6 +16,7 @@ from contextlib import asynccontextmanager
 from datetime import UTC, datetime
 from typing import Any
 
+import psycopg
 import pytest
 from langchain_core.runnables import RunnableConfig
 from langgraph.checkpoint.base import BaseCheckpointSaver, empty_checkpoint
@@ -197,3 +198,30 @@ async def test_a_takeover_skips_a_run_while_its_old_holder_s_write_is_in_flight(
                 assert await store.claim_expired("w2", graphs=[GRAPH], limit=1, lease=LEASE) == []
         new = await take_over(store, "w2")  # once it committed
         assert new.run.fence == old.run.fence + 1
+
+
+async def test_a_takeover_waits_out_a_run_store_transaction_a_stopped_holder_left_open(
+    store: RunStore, store_url: str
+) -> None:
+    if not store_url.startswith("postgres"):
+        pytest.skip("PostgreSQL row locks; SQLite orders writers by its one write lock")
+    run = await create(store, THREAD)
+    old = await claim_one(store, "w1", lease=SHORT_LEASE)
+    pool: Any = store._pool  # type: ignore[attr-defined]
+    holder = await pool.getconn()
+    try:
+        # A worker stopped between two statements of its run-store transaction
+        # (writing events, finishing): its run and thread rows stay locked.
+        await holder.execute("BEGIN")
+        await holder.execute(
+            "SELECT 1 FROM tether_runs WHERE run_id = %s FOR UPDATE", (run.run_id,)
+        )
+        await _until_expired(store, run.run_id)
+        assert await store.claim_expired("w2", graphs=[GRAPH], limit=1, lease=LEASE) == []
+        # The server aborts the idle transaction, so the run is not skipped for ever.
+        new = await take_over(store, "w2")
+        assert new.run.fence == old.run.fence + 1
+        with pytest.raises(psycopg.errors.IdleInTransactionSessionTimeout):
+            await holder.execute("SELECT 1")  # the holder, woken: its transaction is gone
+    finally:
+        await pool.putconn(holder)

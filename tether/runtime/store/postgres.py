@@ -18,7 +18,7 @@ import psycopg
 from psycopg.rows import DictRow, dict_row
 from psycopg_pool import AsyncConnectionPool
 
-from tether.checkpointing import KeyRing, redact
+from tether.checkpointing import KeyRing, abort_idle_transactions, redact
 from tether.errors import BackendUnavailableError
 from tether.runtime import migrations
 from tether.runtime.errors import (
@@ -163,6 +163,9 @@ class PostgresRunStore(PostgresEditHooks, PostgresCronHooks, CronPlane, Retentio
             max_size=max_size,
             open=False,
             kwargs={"autocommit": True, "prepare_threshold": 0, "row_factory": dict_row},
+            # A process stopped inside a transaction (SIGSTOP, a debugger, a VM pause)
+            # would hold its run and thread rows, which claims skip, for ever.
+            configure=abort_idle_transactions,
         )
         await pool.open(wait=True, timeout=connect_timeout)
         return cls(pool, scoped=scoped)
