@@ -19,30 +19,14 @@ from langgraph.checkpoint.base import BaseCheckpointSaver, empty_checkpoint
 
 from tests.runtime.roles import role_url
 from tests.runtime.store.actions import LEASE, SHORT_LEASE, claim_one, create, held_guard, take_over
-from tests.runtime.store.conftest import GRAPH, add_graph
 from tether import open_checkpointer
 from tether.boundaries import LeaseLostError, guarding
 from tether.errors import ConfigurationError
-from tether.runtime.store import Outcome, RunStore, open_run_store
+from tether.runtime.store import Outcome, RunStore
 from tether.runtime.worker_role import WORKER_GROUP, check_role_name, grant_worker_role
 from tether.store import store_for
 
 A, B = "thread-a", "thread-b"
-
-
-@pytest.fixture
-async def store(admin_url: str, role: str) -> AsyncIterator[RunStore]:
-    await grant_worker_role(admin_url, role)
-    async with open_run_store(admin_url) as s:
-        await add_graph(s, GRAPH)
-        yield s
-
-
-@pytest.fixture
-async def worker(store: RunStore, admin_url: str, role: str) -> AsyncIterator[RunStore]:
-    """The run store as the worker role: its claims mint lease secrets."""
-    async with open_run_store(role_url(admin_url, role)) as s:
-        yield s
 
 
 def _config(thread_id: str) -> RunnableConfig:

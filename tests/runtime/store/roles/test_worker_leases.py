@@ -16,28 +16,12 @@ import pytest
 
 from tests.runtime.roles import role_url
 from tests.runtime.store.actions import claim_one, create
-from tests.runtime.store.conftest import GRAPH, add_graph
 from tether import open_checkpointer
 from tether.runtime.errors import FenceLostError
 from tether.runtime.store import Claim, Hold, Outcome, RunStore, open_run_store
-from tether.runtime.worker_role import grant_worker_role
 from tether.store import store_for
 
 A, B = "thread-a", "thread-b"
-
-
-@pytest.fixture
-async def store(admin_url: str, role: str) -> AsyncIterator[RunStore]:
-    await grant_worker_role(admin_url, role)
-    async with open_run_store(admin_url) as s:
-        await add_graph(s, GRAPH)
-        yield s
-
-
-@pytest.fixture
-async def worker(store: RunStore, admin_url: str, role: str) -> AsyncIterator[RunStore]:
-    async with open_run_store(role_url(admin_url, role)) as s:
-        yield s
 
 
 @pytest.fixture(params=["queued", "running"])
