@@ -12,7 +12,12 @@ from tests.backends import Backend
 from tests.checkpointing.encryption_helpers import CANARY, ring
 from tether.checkpointing._encrypted import SEALED_METADATA_KEY, EncryptedSaver
 from tether.checkpointing._memory import MemorySaver
-from tether.checkpointing.encryption import NONCE_BYTES, TamperedCiphertextError, aad
+from tether.checkpointing.encryption import (
+    NONCE_BYTES,
+    TamperedCiphertextError,
+    aad,
+    data_key_named,
+)
 from tether.store import store_for
 
 
@@ -47,7 +52,7 @@ async def test_the_real_path_binds_the_documented_bytes() -> None:
     store = store_for(saver)
     dk = await store.data_key("t")
     assert dk is not None
-    assert r.data_key_id_of(note) == dk.key_id
+    assert data_key_named(note) == dk.key_id
     r.decrypt(note, _bound("channel", "t", "ns:1", "note", "00002.0.5"), data_key=dk)
     sealed = base64.b64decode(raw.metadata[SEALED_METADATA_KEY])  # type: ignore[literal-required]
     versions = ("3", "count", "00001.0.7", "gone", "9", "note", "00002.0.5")  # sorted by name

@@ -33,6 +33,7 @@ from tether.checkpointing.encryption import (
     PlaintextRefusedError,
     TamperedCiphertextError,
     aad,
+    data_key_named_in_base64,
     key_ring_for,
 )
 
@@ -68,6 +69,7 @@ __all__ = [
     "assert_fence",
     "backend_of",
     "check_run_ids",
+    "data_key_named_in_base64",
     "drop_fence",
     "fence_errors",
     "hold_fence",

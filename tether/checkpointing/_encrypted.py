@@ -49,13 +49,13 @@ from tether.checkpointing._bridge import closing_listing
 from tether.checkpointing._delegating import DelegatingSaver
 from tether.checkpointing.binding import name_part
 from tether.checkpointing.encryption import (
-    DATA_KEY_VERSION,
-    MAGIC,
     DataKey,
     KeyRing,
     PlaintextRefusedError,
     aad,
     aad_part,
+    data_key_named,
+    data_key_named_in_base64,
 )
 from tether.errors import ConfigurationError
 
@@ -86,25 +86,18 @@ def _plaintext_refused(where: str) -> PlaintextRefusedError:
     )
 
 
-def _wanted(blob: Any) -> str | None:
-    """The data key an envelope is sealed under (``None``: a ring key, or not an envelope)."""
-    if type(blob) is bytes and len(blob) > 6 and blob[4] == DATA_KEY_VERSION and blob[:4] == MAGIC:
-        return blob[6 : 6 + blob[5]].decode("ascii", "replace")
-    return None
-
-
 def _wanted_by(tup: CheckpointTuple) -> str | None:
     """The data key a stored checkpoint tuple needs, if any of it is sealed under one."""
     sealed = tup.metadata.get(SEALED_METADATA_KEY) if tup.metadata else None
     if isinstance(sealed, str):
-        want = _wanted(base64.b64decode(sealed[:96] + "=" * (-len(sealed[:96]) % 4)))
+        want = data_key_named_in_base64(sealed)
         if want is not None:
             return want
     for v in tup.checkpoint["channel_values"].values():
-        if (want := _wanted(v)) is not None:
+        if (want := data_key_named(v)) is not None:
             return want
     for _, _, v in tup.pending_writes or ():
-        if (want := _wanted(v)) is not None:
+        if (want := data_key_named(v)) is not None:
             return want
     return None
 

@@ -72,6 +72,8 @@ __all__ = [
     "WrongKeyError",
     "aad",
     "aad_part",
+    "data_key_named",
+    "data_key_named_in_base64",
     "key_ring_for",
 ]
 
@@ -419,12 +421,6 @@ class KeyRing:
         """The key id an envelope names in its header."""
         return self._parse(blob, "")[0]
 
-    def data_key_id_of(self, blob: bytes) -> str | None:
-        """The data key a version-3 envelope names, ``None`` for any other envelope."""
-        if len(blob) > 6 and blob[4] == DATA_KEY_VERSION:
-            return self._parse(blob, "")[0]
-        return None
-
     def envelope_version(self, blob: bytes) -> int:
         """The format version an envelope names in its header."""
         self._parse(blob, "")
@@ -464,6 +460,33 @@ class KeyRing:
         except UnicodeDecodeError:
             raise TamperedCiphertextError(f"value{place} has a corrupt header") from None
         return key_id, blob[key_at:body_at], body_at
+
+
+# The header (magic, version, id length, an id of at most 64) fits in 70 bytes,
+# which are the first 96 characters of the envelope's base64.
+_HEADER_BASE64_CHARS = 96
+
+
+def data_key_named(value: object) -> str | None:
+    """The thread data key a version-3 envelope is sealed under.
+
+    ``None`` for a value sealed under a ring key and for anything that is not an
+    envelope. It never raises: opening the value reports a damaged header.
+    """
+    if type(value) is not bytes or len(value) <= 6 or value[:4] != MAGIC:
+        return None
+    if value[4] != DATA_KEY_VERSION:
+        return None
+    return value[6 : 6 + value[5]].decode("ascii", "replace")
+
+
+def data_key_named_in_base64(text: str) -> str | None:
+    """:func:`data_key_named` of an envelope stored as base64 text (only its header is read)."""
+    head = text[:_HEADER_BASE64_CHARS]
+    try:
+        return data_key_named(base64.b64decode(head + "=" * (-len(head) % 4)))
+    except (binascii.Error, ValueError):
+        return None
 
 
 def key_ring_for(encryption: KeyRing | bool | None) -> KeyRing | None:

@@ -12,12 +12,11 @@ version-2 envelopes (under a ring key, written before data keys) still read.
 from __future__ import annotations
 
 import base64
-import binascii
 import json
 import time
 from typing import Any
 
-from tether.checkpointing import ENV_KEYS, MissingKeyError, binding
+from tether.checkpointing import ENV_KEYS, MissingKeyError, binding, data_key_named_in_base64
 from tether.store._chain import step_digest
 from tether.store._keyed import KeyedHash
 from tether.store._types import Cipher, RawRecord, Record, RecordStoreError, StepPayload
@@ -67,12 +66,7 @@ class RecordCodec:
         """The data key a stored value is sealed under (``None``: a ring key, or clear)."""
         if self.cipher is None or not payload.startswith(_ENCRYPTED):
             return None
-        # The header (magic, version, id length, id of at most 64) is in the first 70 bytes.
-        head = payload[len(_ENCRYPTED) : len(_ENCRYPTED) + 96]
-        try:
-            return self.cipher.data_key_id_of(base64.b64decode(head + "=" * (-len(head) % 4)))
-        except (binascii.Error, ValueError):
-            return None  # decrypting reports it
+        return data_key_named_in_base64(payload[len(_ENCRYPTED) :])
 
     def _decode(
         self, payload: str, aad: bytes, v1_aad: bytes, what: str, data_key: Any

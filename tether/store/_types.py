@@ -42,8 +42,6 @@ class Cipher(Protocol):
         data_key: Any = None,
     ) -> bytes: ...
 
-    def data_key_id_of(self, blob: bytes) -> str | None: ...
-
 
 @dataclass(frozen=True)
 class Record:

@@ -176,13 +176,19 @@ async def test_holding_a_fence_leaves_the_saver_reading_fresh_data(
         assert item.checkpoint["id"] == written
 
 
+async def _claimed_on_postgres(store: RunStore, store_url: str) -> Claim:
+    """A run claimed under a short lease (the test is skipped on SQLite)."""
+    if not store_url.startswith("postgres"):
+        pytest.skip("PostgreSQL row locks; SQLite orders writers by its one write lock")
+    await create(store, THREAD)
+    return await claim_one(store, "w1", lease=SHORT_LEASE)
+
+
 async def test_a_takeover_skips_a_run_while_its_old_holder_s_write_is_in_flight(
     store: RunStore, store_url: str
 ) -> None:
-    if not store_url.startswith("postgres"):
-        pytest.skip("PostgreSQL row locks; SQLite orders writers by its one write lock")
-    run = await create(store, THREAD)
-    old = await claim_one(store, "w1", lease=SHORT_LEASE)
+    old = await _claimed_on_postgres(store, store_url)
+    run = old.run
     async with open_checkpointer(store_url, encryption=False) as saver:
         with guarding(held_guard(old)):
             async with saver._cursor(pipeline=True) as cur:  # type: ignore[attr-defined]
@@ -203,10 +209,8 @@ async def test_a_takeover_skips_a_run_while_its_old_holder_s_write_is_in_flight(
 async def test_a_takeover_waits_out_a_run_store_transaction_a_stopped_holder_left_open(
     store: RunStore, store_url: str
 ) -> None:
-    if not store_url.startswith("postgres"):
-        pytest.skip("PostgreSQL row locks; SQLite orders writers by its one write lock")
-    run = await create(store, THREAD)
-    old = await claim_one(store, "w1", lease=SHORT_LEASE)
+    old = await _claimed_on_postgres(store, store_url)
+    run = old.run
     pool: Any = store._pool  # type: ignore[attr-defined]
     holder = await pool.getconn()
     try:
