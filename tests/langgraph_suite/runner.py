@@ -32,13 +32,15 @@ __all__ = [
     "selected_variants",
 ]
 
-# The variants `scripts/test` runs: every backend once, and encryption once, on
-# SQLite (the encryption layer is the same on every backend, and SQLite is
-# where leaked listings showed). `scripts/test-langgraph-full` adds encryption
-# on the others; PostgreSQL's is the slowest variant of all (a database per
-# test). See docs/checkpointing.md.
-MAIN = ("memory", "sqlite", "sqlite+enc", "postgres", "redis")
-FULL = (*MAIN, "postgres+enc", "memory+enc", "redis+enc")
+# The variants `scripts/test` runs: every persistent backend once, and
+# encryption once, on SQLite (the encryption layer is the same on every
+# backend, and SQLite is where leaked listings showed). `memory://` is
+# LangGraph's own InMemorySaver (tether adds pruning and run deletion, which the
+# conformance suite covers), so it is left to `scripts/test-langgraph-full`,
+# which also adds encryption on the others; PostgreSQL's is the slowest variant
+# of all (a database per test). See docs/checkpointing.md.
+MAIN = ("sqlite", "sqlite+enc", "postgres", "redis")
+FULL = ("memory", *MAIN, "postgres+enc", "memory+enc", "redis+enc")
 
 # Tests per variant that take a checkpointer, by LangGraph version: a run that
 # collects fewer has lost tests (a renamed fixture, a failed swap), not passed.

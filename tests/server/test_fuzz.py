@@ -9,7 +9,7 @@ wrong) must each be refused with a 4xx naming the problem, and create no run.
 Some operations wait by design: a run's join, ``runs/wait``, the SSE streams (a
 thread's join stream stays open for its next runs), a long-poll for events. Their
 answer's status comes at once (a stream's first, or a wait's heartbeat, or a 4xx);
-what follows is read for half a second only, and checked against the schema when
+what follows is read for 0.3 s only, and checked against the schema when
 it was complete by then, so no request waits out a run or a timeout.
 """
 
@@ -104,7 +104,7 @@ WAITING = {  # operations whose answer may take as long as a run, or never end
     ("POST", "/threads/{thread_id}/runs/{run_id}/cancel"),
     ("GET", "/v1/runs/{run_id}/events"),
 }
-PATIENCE = 0.5  # seconds a waiting operation's body is read for
+PATIENCE = 0.3  # seconds a waiting operation's body is read for
 
 
 async def _bounded(sent: dict[str, Any]) -> tuple[httpx.Response, bool]:
@@ -135,7 +135,7 @@ async def _bounded(sent: dict[str, Any]) -> tuple[httpx.Response, bool]:
 
 def _check(case: Any, base: str) -> None:
     """The case's answer is no 5xx and matches the document (the approvals routes act
-    for a user). A waiting operation's answer is read for half a second only."""
+    for a user). A waiting operation's answer is read for 0.3 s only."""
     if (case.method.upper(), case.path) not in WAITING:
         case.call_and_validate(base_url=base, headers=DANA, checks=CHECKS, timeout=60)
         return
