@@ -32,6 +32,8 @@ async def test_erasing_a_user_leaves_nothing_of_theirs(backend: Backend, tmp_pat
             "run_events": receipt.counts["run_events"],
             "crons": 0,
             "assistants": 0,
+            "store_items": 0,
+            "api_keys": 0,
             "checkpoints": 6,
             "steps": 2,
             "approvals": 1,

@@ -13,12 +13,13 @@ import sys
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
+from uuid import uuid4
 
 import httpx
 import pytest
 from langgraph_sdk import get_client
 from langgraph_sdk.client import LangGraphClient
-from langgraph_sdk.errors import ConflictError
+from langgraph_sdk.errors import ConflictError, NotFoundError
 
 from tests.server.conftest import PROJECT, ServeProcess, _store_url
 
@@ -271,3 +272,26 @@ async def test_keys_that_cannot_be_checked_are_a_503_not_a_crash(tmp_path: Path)
             assert (await http.get("/ok")).status_code == 200
     finally:
         process.stop()
+
+
+async def test_each_tenant_has_its_own_store_items(keyed: Keyed) -> None:
+    """alice (tenant A) and bob (tenant B) name the same namespace and key and never meet."""
+    alice, bob = keyed.client(keyed.alice), keyed.client(keyed.bob)
+    ns = [f"t{uuid4().hex}", "shared"]
+    await alice.store.put_item(ns, "k", {"who": "alice"})
+    with pytest.raises(NotFoundError):
+        await bob.store.get_item(ns, "k")
+    everything = (await bob.store.search_items([], limit=1000))["items"]
+    assert [i for i in everything if i["value"] == {"who": "alice"}] == []
+    assert (await bob.store.search_items([ns[0]]))["items"] == []
+    assert (await bob.store.list_namespaces(prefix=[ns[0]]))["namespaces"] == []
+    assert ns not in (await bob.store.list_namespaces(limit=1000))["namespaces"]
+
+    await bob.store.put_item(ns, "k", {"who": "bob"})  # the same name: another item
+    await bob.store.delete_item(ns, "k")  # bob's only
+    item = await alice.store.get_item(ns, "k")
+    assert (item["namespace"], item["value"]) == (ns, {"who": "alice"})
+    found = (await alice.store.search_items([ns[0]]))["items"]
+    assert [(i["namespace"], i["value"]) for i in found] == [(ns, {"who": "alice"})]
+    shallow = await alice.store.list_namespaces(prefix=[ns[0]], max_depth=1)
+    assert shallow["namespaces"] == [[ns[0]]]

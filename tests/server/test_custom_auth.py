@@ -241,3 +241,20 @@ async def test_fork_and_what_if_are_scoped_like_a_run(base: str) -> None:
     # alice may; the echo graph records no steps, so there is no step 0 to replace
     refused = alice.http.post(what_if, json={"step": 0, "output": "x"})
     assert await status_of(refused) == 422
+
+
+async def test_the_store_handler_scopes_each_users_items(base: str) -> None:
+    alice, bob = as_user(base, "alice"), as_user(base, "bob")
+    ns = [f"n{uuid4().hex}"]
+    await alice.store.put_item(ns, "k", {"who": "alice"})
+    item = await alice.store.get_item(ns, "k")
+    # The handler put alice's identity in front, as LangGraph's server shows it.
+    assert (item["namespace"], item["value"]) == (["alice", *ns], {"who": "alice"})
+    assert await status_of(bob.store.get_item(ns, "k")) == 404
+    assert (await bob.store.search_items(ns))["items"] == []
+    spaces = (await alice.store.list_namespaces())["namespaces"]
+    assert ["alice", *ns] in spaces
+    assert all(space[0] == "alice" for space in spaces), spaces
+    assert await status_of(alice.store.put_item(["locked"], "k", {"v": 1})) == 403
+    await bob.store.delete_item(ns, "k")  # bob's namespace: alice's item stays
+    assert (await alice.store.get_item(ns, "k"))["value"] == {"who": "alice"}

@@ -2,13 +2,20 @@
 
 from __future__ import annotations
 
+import asyncio
 import uuid
+from collections.abc import Iterator
+from pathlib import Path
 
 import httpx
 import pytest
 from langgraph_sdk import get_client
 from langgraph_sdk.client import LangGraphClient
 from langgraph_sdk.errors import NotFoundError, UnprocessableEntityError
+
+from tests.server.conftest import _store_url, serving
+from tests.server.store_rows import prefixes, put_item
+from tether.runtime.ids import tenant_store_root
 
 
 @pytest.fixture
@@ -108,3 +115,24 @@ async def test_text_the_store_cannot_hold_is_refused(server: str) -> None:
         ):
             assert answer.status_code == 422, answer.text
             assert "NUL" in answer.json()["detail"] or "control" in answer.json()["detail"]
+
+
+@pytest.fixture(params=["sqlite", "postgres"])
+def old_store(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[str]:
+    """A run store whose store table holds an item written before tenants had roots."""
+    with _store_url(request, request.param, tmp_path) as url:
+        asyncio.run(put_item(url, ("notes", "old"), "k", {"written": "before roots"}))
+        yield url
+
+
+async def test_items_written_before_tenant_roots_belong_to_the_default_tenant(
+    old_store: str, tmp_path: Path
+) -> None:
+    with serving(old_store, tmp_path) as process:
+        default = get_client(url=process.base)
+        item = await default.store.get_item(["notes", "old"], "k")
+        assert (item["namespace"], item["value"]) == (["notes", "old"], {"written": "before roots"})
+    assert prefixes(old_store) == [f"{tenant_store_root('')}.notes.old"]
+    with serving(old_store, tmp_path) as again:  # adopting twice moves nothing twice
+        item = await get_client(url=again.base).store.get_item(["notes", "old"], "k")
+        assert item["namespace"] == ["notes", "old"]

@@ -18,8 +18,11 @@ from schemathesis.checks import not_a_server_error, response_schema_conformance
 from tests.backends import Backend
 from tests.retention.world import GRAPH, marker, open_world, seed
 from tests.server.conftest import ServeProcess, _store_url
+from tests.server.store_rows import put_item
 from tests.server.test_fuzz import DOCUMENT
 from tether.retention.summary import sha256_text
+from tether.runtime.ids import tenant_store_root
+from tether.server.apikeys import open_key_store
 
 ACME_ADMIN = {"x-tether-user": "root", "x-tether-roles": "admin", "x-tether-tenant": "acme"}
 ACME_ERASER = {
@@ -162,6 +165,14 @@ async def test_erasing_the_tenant_takes_its_crons_and_assistants(
             return cron.cron_id, theirs.assistant_id
 
     cron_id, globex_assistant = await extras()
+    url = site.backend.url
+    for tenant in ("initech", "globex"):
+        await put_item(
+            url, (tenant_store_root(tenant), "notes"), "k", {"n": marker(f"{tenant}-item")}
+        )
+    async with open_key_store(url) as keys:
+        initech_key = await keys.create(user="ann", tenant="initech")
+        globex_key = await keys.create(user="gil", tenant="globex")
     admin = {**ACME_ADMIN, "x-tether-tenant": "initech"}
     foreign = await _erase(http, admin, tenant="globex")
     assert foreign.status_code == 403, foreign.text
@@ -172,12 +183,15 @@ async def test_erasing_the_tenant_takes_its_crons_and_assistants(
     assert answer.status_code == 201, answer.text
     counts = answer.json()["counts"]
     assert (counts["threads"], counts["crons"], counts["assistants"]) == (2, 1, 1)
+    assert (counts["store_items"], counts["api_keys"]) == (1, 1)
     raw = await site.raw()
-    gone = ("x-i-1", "x-i-2", "x-i-assistant", "x-i-cron")
+    gone = ("x-i-1", "x-i-2", "x-i-assistant", "x-i-cron", "initech-item")
     assert [t for t in gone if marker(t) in raw] == []
     assert cron_id not in raw
-    assert marker("x-g") in raw
+    assert initech_key.key.key_id not in raw
+    assert [t for t in ("x-g", "globex-item") if marker(t) not in raw] == []
     assert globex_assistant in raw
+    assert globex_key.key.key_id in raw
 
 
 @pytest.mark.parametrize(

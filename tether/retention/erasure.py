@@ -50,6 +50,8 @@ COUNTED = (
     "run_events",
     "crons",
     "assistants",
+    "store_items",
+    "api_keys",
     "checkpoints",
     "steps",
     "approvals",

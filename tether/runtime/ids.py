@@ -1,5 +1,7 @@
 """Ids: time-ordered run and thread ids, system assistant ids, worker ids, and id checks.
 
+Also the root label of a tenant's items in the server's store (:func:`tenant_store_root`).
+
 Run and thread ids are ``uuid6`` strings (time-ordered; LangGraph validates only
 the UUID format). The Python API also accepts caller-chosen thread ids such as
 ``"ticket-42"``: any non-empty string of at most :data:`MAX_ID_LENGTH`
@@ -20,10 +22,12 @@ from tether.runtime.errors import InvalidRunRequestError
 __all__ = [
     "MAX_ID_LENGTH",
     "SYSTEM_ASSISTANT_NAMESPACE",
+    "TENANT_STORE_PREFIX",
     "check_id",
     "new_id",
     "new_worker_id",
     "system_assistant_id",
+    "tenant_store_root",
 ]
 
 MAX_ID_LENGTH = 255
@@ -39,6 +43,21 @@ def new_id() -> str:
 def system_assistant_id(graph_id: str) -> str:
     """The id of the assistant LangGraph creates for ``graph_id`` (``uuid5``)."""
     return str(uuid5(SYSTEM_ASSISTANT_NAMESPACE, graph_id))
+
+
+# No label a client sends can start with it: the store API refuses control characters.
+TENANT_STORE_PREFIX = "\x1etenant:"
+
+
+def tenant_store_root(tenant: str) -> str:
+    """The first namespace label of every store item of ``tenant`` (``""`` included).
+
+    The server puts it in front of each namespace a caller names and takes it off
+    what it answers, so a tenant reaches only its own items, and an erasure of the
+    tenant deletes them by it. The tenant id is hex-encoded: namespace labels
+    cannot hold ``.``.
+    """
+    return TENANT_STORE_PREFIX + tenant.encode("utf-8").hex()
 
 
 def new_worker_id() -> str:

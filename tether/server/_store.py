@@ -7,12 +7,27 @@ every ``tether serve`` on the same run store sees the same items. The store is
 opened (and its tables created) on the first store request, and closed with
 the app. No vector index is configured: a search by ``query``, an ``index``
 list or a ``ttl`` is refused with 422.
+
+Each tenant has its own items. Every namespace a caller names is stored under
+its tenant's root label (:func:`tether.runtime.ids.tenant_store_root`), which
+no caller can name (labels cannot hold control characters), and answers show
+namespaces without it. Items written before tenants had roots are adopted by
+the default tenant ``""`` when the store is first opened.
+
+With an ``auth.path`` project, each call first goes through the project's
+``@auth.on.store`` handler for its action (``put``, ``get``, ``search``,
+``list_namespaces``, ``delete``), as LangGraph's server does: it gets the
+call's ``value`` (``namespace``, ``key``, …) and may change its ``namespace``
+(for example put the user's identity in front); ``False`` refuses (403); a
+filter it returns is not applied (items have no metadata), as in LangGraph.
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
+from collections.abc import Sequence
+from dataclasses import dataclass
 from typing import Annotated, Any
 
 from fastapi import APIRouter, Depends, Query, Request, Response
@@ -20,6 +35,9 @@ from langgraph.store.base import BaseStore, Item
 from pydantic import BaseModel, ConfigDict, Field
 
 from tether.checkpointing import parse_url
+from tether.runtime import ids
+from tether.server._caller import Caller, caller
+from tether.server._custom_auth import CustomAuth
 from tether.server._errors import ApiError
 
 __all__ = ["StoreHolder", "router"]
@@ -55,6 +73,7 @@ class StoreHolder:
                         AsyncSqliteStore.from_conn_string(parsed.sqlite_path)
                     )
                 await store.setup()
+                await _adopt_rootless_items(store, parsed.backend)
                 self._store = store
             return self._store
 
@@ -64,12 +83,58 @@ class StoreHolder:
         await self._stack.aclose()
 
 
-async def _store(request: Request) -> BaseStore:
+async def _adopt_rootless_items(store: Any, backend: str) -> None:
+    """Put items stored without a tenant root (by an earlier tether) under the default
+    tenant's. Idempotent; two servers doing it at once move each row once."""
+    sql = "UPDATE store SET prefix = {p} || '.' || prefix WHERE prefix NOT LIKE {p2}"
+    args = (ids.tenant_store_root(""), ids.TENANT_STORE_PREFIX + "%")
+    if backend == "postgres":
+        async with store._cursor() as cur:
+            await cur.execute(sql.format(p="%s", p2="%s"), args)
+    else:
+        await store.conn.execute(sql.format(p="?", p2="?"), args)
+
+
+@dataclass(frozen=True)
+class _Scoped:
+    """The store as one caller reaches it: under its tenant's root, through its handlers."""
+
+    store: BaseStore
+    caller: Caller
+    auth: CustomAuth | None
+
+    @property
+    def root(self) -> str:
+        return ids.tenant_store_root(self.caller.tenant)
+
+    async def allow(self, action: str, value: dict[str, Any]) -> dict[str, Any]:
+        """``value`` after the project's ``@auth.on.store`` handler for ``action``.
+
+        A filter the handler returns (a global ``@auth.on`` handler's ``owner``,
+        say) is not applied, as LangGraph's server does not: items have no
+        metadata. Scope a store by changing ``value["namespace"]``.
+        """
+        if self.auth is not None:
+            await self.auth.authorize(self.caller, "store", action, value)
+        return value
+
+    def inside(self, labels: Sequence[str], what: str = "namespace") -> tuple[str, ...]:
+        """``labels`` (checked) under the caller's tenant root."""
+        return (self.root, *_namespace(list(labels), what))
+
+    def outside(self, namespace: Sequence[str]) -> list[str]:
+        """A stored namespace as the caller sees it (without its tenant root)."""
+        return list(namespace[1:])
+
+
+async def _store(request: Request) -> _Scoped:
     holder: StoreHolder = request.app.state.tether_store
-    return await holder.get()
+    authenticator = request.app.state.tether_gate.authenticator
+    auth = authenticator if isinstance(authenticator, CustomAuth) else None
+    return _Scoped(await holder.get(), caller(request), auth)
 
 
-Store = Annotated[BaseStore, Depends(_store)]
+Store = Annotated[_Scoped, Depends(_store)]
 
 
 class _Body(BaseModel):
@@ -159,9 +224,9 @@ def _namespace(labels: list[str], what: str = "namespace") -> tuple[str, ...]:
     return tuple(labels)
 
 
-def _item(item: Item) -> dict[str, Any]:
+def _item(item: Item, scoped: _Scoped) -> dict[str, Any]:
     shown = {
-        "namespace": list(item.namespace),
+        "namespace": scoped.outside(item.namespace),
         "key": item.key,
         "value": item.value,
         "created_at": item.created_at.isoformat(),
@@ -174,40 +239,53 @@ def _item(item: Item) -> dict[str, Any]:
 
 
 @router.put("/store/items", status_code=204)
-async def put_item(body: PutItem, store: Store) -> Response:
+async def put_item(body: PutItem, scoped: Store) -> Response:
     """``store.put_item``."""
-    namespace = _namespace(body.namespace)
-    if not namespace:
+    _namespace(body.namespace)
+    if not body.namespace:
         raise ApiError(422, "an item needs a namespace of at least one label")
     if body.ttl is not None:
         raise ApiError(422, "ttl is not supported by tether serve's store yet; omit it")
     if isinstance(body.index, list):
         raise ApiError(422, "index fields need a vector index, which tether serve's store lacks")
     _no_nul(body.value, "value")
-    await store.aput(
-        namespace, _key(body.key), body.value, index=False if body.index is False else None
+    value = await scoped.allow(
+        "put",
+        {"namespace": tuple(body.namespace), "key": _key(body.key), "value": body.value,
+         "index": body.index},
+    )  # fmt: skip
+    _no_nul(value["value"], "value")
+    await scoped.store.aput(
+        scoped.inside(value["namespace"]),
+        _key(value["key"]),
+        value["value"],
+        index=False if value.get("index") is False else None,
     )
     return Response(status_code=204)
 
 
 @router.get("/store/items")
 async def get_item(
-    store: Store,
+    scoped: Store,
     key: Annotated[str, Query(min_length=1)],
     namespace: Annotated[str, Query(description="The labels joined by '.'")] = "",
 ) -> dict[str, Any]:
     """``store.get_item``."""
     labels = _namespace(namespace.split(".") if namespace else [])
-    item = await store.aget(labels, _key(key))
+    value = await scoped.allow("get", {"namespace": labels, "key": _key(key)})
+    item = await scoped.store.aget(scoped.inside(value["namespace"]), _key(value["key"]))
     if item is None:
         raise ApiError(404, f"no item {key!r} in namespace {list(labels)!r}")
-    return _item(item)
+    return _item(item, scoped)
 
 
 @router.delete("/store/items", status_code=204)
-async def delete_item(body: DeleteItem, store: Store) -> Response:
+async def delete_item(body: DeleteItem, scoped: Store) -> Response:
     """``store.delete_item``."""
-    await store.adelete(_namespace(body.namespace), _key(body.key))
+    value = await scoped.allow(
+        "delete", {"namespace": _namespace(body.namespace), "key": _key(body.key)}
+    )
+    await scoped.store.adelete(scoped.inside(value["namespace"]), _key(value["key"]))
     return Response(status_code=204)
 
 
@@ -237,7 +315,7 @@ def _filter(given: dict[str, Any] | None) -> dict[str, Any] | None:
 
 
 @router.post("/store/items/search")
-async def search_items(body: SearchItems, store: Store) -> dict[str, Any]:
+async def search_items(body: SearchItems, scoped: Store) -> dict[str, Any]:
     """``store.search_items``: by namespace prefix and ``filter`` (equality on the value's
     fields)."""
     if body.query:
@@ -246,23 +324,45 @@ async def search_items(body: SearchItems, store: Store) -> dict[str, Any]:
             "a search by query needs a vector index, which tether serve's "
             "store lacks; search by filter",
         )
-    items = await store.asearch(
-        _namespace(body.namespace_prefix, "namespace_prefix"),
-        filter=_filter(body.filter),
+    value = await scoped.allow(
+        "search",
+        {
+            "namespace": _namespace(body.namespace_prefix, "namespace_prefix"),
+            "filter": _filter(body.filter),
+            "limit": body.limit,
+            "offset": body.offset,
+            "query": None,
+        },
+    )
+    items = await scoped.store.asearch(
+        scoped.inside(value["namespace"], "namespace_prefix"),
+        filter=_filter(value["filter"]),
         limit=body.limit,
         offset=body.offset,
     )
-    return {"items": [_item(item) for item in items]}
+    return {"items": [_item(item, scoped) for item in items]}
 
 
 @router.post("/store/namespaces")
-async def list_namespaces(body: ListNamespaces, store: Store) -> dict[str, Any]:
+async def list_namespaces(body: ListNamespaces, scoped: Store) -> dict[str, Any]:
     """``store.list_namespaces``."""
-    found = await store.alist_namespaces(
-        prefix=None if body.prefix is None else _namespace(body.prefix, "prefix"),
-        suffix=None if body.suffix is None else _namespace(body.suffix, "suffix"),
-        max_depth=body.max_depth,
+    value = await scoped.allow(
+        "list_namespaces",
+        {
+            "namespace": None if body.prefix is None else _namespace(body.prefix, "prefix"),
+            "suffix": None if body.suffix is None else _namespace(body.suffix, "suffix"),
+            "max_depth": body.max_depth,
+            "limit": body.limit,
+            "offset": body.offset,
+        },
+    )
+    prefix = value["namespace"]
+    suffix = value["suffix"]
+    found = await scoped.store.alist_namespaces(
+        prefix=scoped.inside(prefix or (), "prefix"),
+        suffix=None if suffix is None else _namespace(list(suffix), "suffix"),
+        max_depth=None if body.max_depth is None else body.max_depth + 1,
         limit=body.limit,
         offset=body.offset,
     )
-    return {"namespaces": [list(ns) for ns in found]}
+    return {"namespaces": [scoped.outside(ns) for ns in found]}

@@ -68,3 +68,14 @@ async def shared_assistants(ctx: Auth.types.AuthContext, value: dict[str, Any]) 
 @auth.on.assistants.read
 async def read_assistants(ctx: Auth.types.AuthContext, value: dict[str, Any]) -> Any:
     return None
+
+
+@auth.on.store
+async def own_namespace(ctx: Auth.types.AuthContext, value: dict[str, Any]) -> bool | None:
+    """Each user's items under their identity, as LangGraph's docs scope a store;
+    nobody writes under ``locked``."""
+    namespace = tuple(value.get("namespace") or ())
+    if namespace[:1] == ("locked",):
+        return False
+    value["namespace"] = (ctx.user.identity, *namespace)
+    return None

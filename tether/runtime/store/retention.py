@@ -23,6 +23,8 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any, Literal
 
+from tether.runtime.ids import tenant_store_root
+
 __all__ = ["RetentionPlane", "Statement", "SubjectKind", "ThreadActivity"]
 
 SubjectKind = Literal["thread", "tenant", "user"]
@@ -330,15 +332,36 @@ SELECT (SELECT COUNT(*) FROM tether_runs WHERE thread_id = ?) AS runs,
             [thread_id, tenant],
         )
 
+    async def _tables(self, names: Sequence[str]) -> set[str]:
+        """Which of ``names`` are tables of this database (the server creates some)."""
+        marks = ", ".join("?" for _ in names)
+        if self.dialect == "sqlite":
+            sql = f"SELECT name FROM sqlite_master WHERE type = 'table' AND name IN ({marks})"
+        else:
+            sql = (
+                "SELECT tablename AS name FROM pg_tables "
+                f"WHERE schemaname = current_schema() AND tablename IN ({marks})"
+            )
+        return {str(row["name"]) for row in await self._read(self._sql(sql), list(names))}
+
     async def delete_tenant_rows(self, tenant: str) -> dict[str, int]:
-        """Delete what a tenant keeps outside its threads: its thread-less crons and its
-        assistants (with their versions), not the graphs' system assistants every tenant
-        shares. How many of each (``crons``, ``assistants``), in one transaction."""
+        """Delete what a tenant keeps outside its threads: its thread-less crons, its
+        assistants (with their versions; not the graphs' system assistants every tenant
+        shares), its items in the server's store and its API keys. How many of each
+        (``crons``, ``assistants``, ``store_items``, ``api_keys``), in one transaction."""
         if self.dialect == "sqlite":
             system = "json_extract(metadata, '$.created_by') = 'system'"
         else:
             system = "metadata->>'created_by' = 'system'"
-        crons, assistants = await self._execute_all(
+        server = await self._tables(["store", "tether_api_keys"])
+        root = tenant_store_root(tenant)
+        extra: builtins.list[Statement] = []
+        if "store" in server:  # LangGraph's store table, made by the server's first store call
+            delete = self._sql("DELETE FROM store WHERE prefix = ? OR prefix LIKE ?")
+            extra.append((delete, [root, root + ".%"]))
+        if "tether_api_keys" in server:
+            extra.append((self._sql("DELETE FROM tether_api_keys WHERE tenant_id = ?"), [tenant]))
+        crons, assistants, *rest = await self._execute_all(
             [
                 (
                     self._sql("DELETE FROM tether_crons WHERE tenant_id = ? AND thread_id IS NULL"),
@@ -351,9 +374,17 @@ SELECT (SELECT COUNT(*) FROM tether_runs WHERE thread_id = ?) AS runs,
                     ),
                     [tenant],
                 ),
+                *extra,
             ]
         )
-        return {"crons": crons, "assistants": assistants}
+        store_items = rest.pop(0) if "store" in server else 0
+        api_keys = rest.pop(0) if "tether_api_keys" in server else 0
+        return {
+            "crons": crons,
+            "assistants": assistants,
+            "store_items": store_items,
+            "api_keys": api_keys,
+        }
 
     async def expire_audit(self, now: datetime, *, limit: int = 500) -> int:
         """Delete up to ``limit`` finished summaries and receipts past their ``keep_until``."""
