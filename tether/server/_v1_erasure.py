@@ -98,8 +98,8 @@ class ReceiptOut(BaseModel):
     )
     threads: list[str] = Field(description="SHA-256 of each erased thread's id.")
     counts: dict[str, int] = Field(
-        description="How many threads, runs, run events, crons, assistants, checkpoints, "
-        "steps, approvals, tool records and audit summaries went."
+        description="How many threads, runs, run events, crons, assistants, store items, "
+        "API keys, checkpoints, steps, approvals, tool records and audit summaries went."
     )
     requested_at: str
     completed_at: str
