@@ -258,3 +258,21 @@ async def test_the_store_handler_scopes_each_users_items(base: str) -> None:
     assert await status_of(alice.store.put_item(["locked"], "k", {"v": 1})) == 403
     await bob.store.delete_item(ns, "k")  # bob's namespace: alice's item stays
     assert (await alice.store.get_item(ns, "k"))["value"] == {"who": "alice"}
+
+
+async def test_a_refused_state_update_or_prune_changes_nothing(base: str) -> None:
+    """The ``threads.update`` handler is asked before a state edit or a prune writes."""
+    alice, viewer = as_user(base, "alice"), as_user(base, "alice-viewer")
+    thread_id = (await alice.threads.create())["thread_id"]
+    for _ in range(2):
+        await alice.runs.wait(thread_id, "echo", input={})
+    before = await alice.threads.get_state(thread_id)
+    history = len(await alice.threads.get_history(thread_id, limit=100))
+    edit = viewer.threads.update_state(thread_id, {"text": "PWNED"}, as_node="a")
+    assert await status_of(edit) == 403
+    assert (await alice.threads.get_state(thread_id))["values"] == before["values"]
+    prune = viewer.http.post(
+        "/threads/prune", json={"thread_ids": [thread_id], "strategy": "keep_latest"}
+    )
+    assert await status_of(prune) == 403
+    assert len(await alice.threads.get_history(thread_id, limit=100)) == history > 1

@@ -79,6 +79,7 @@ async def update_state(
     """Apply ``values`` as if ``as_node`` wrote them (at ``checkpoint``, else the newest
     one); LangGraph's ``{"checkpoint": …}`` of the new state."""
     thread = await srv.runtime.get_thread(thread_id)
+    await srv.authorize_thread(thread_id, "update")  # before anything is written
     graph_id = await _graph_of(srv, thread)
     await _check_free(srv, thread_id)
     await _check_no_approval(srv, thread_id)
@@ -129,7 +130,8 @@ async def prune_threads(srv: Served, thread_ids: list[str], strategy: str) -> in
         for thread_id in found:
             await srv.runtime.delete_thread(thread_id)
     elif found:
-        for thread_id in found:
+        for thread_id in found:  # every thread is checked before any is pruned
+            await srv.authorize_thread(thread_id, "update")
             await _check_free(srv, thread_id)
         await (await srv.runtime.checkpointer()).aprune(found, strategy="keep_latest")
     return len(found)

@@ -55,6 +55,15 @@ async def runs_need_more_than_reading(
     return await owner_only(ctx, value)
 
 
+@auth.on.threads.update
+async def updates_need_more_than_reading(
+    ctx: Auth.types.AuthContext, value: dict[str, Any]
+) -> dict[str, str] | bool:
+    if "read-only" in ctx.permissions:
+        return False
+    return await owner_only(ctx, value)
+
+
 @auth.on.threads.delete
 async def admins_delete(ctx: Auth.types.AuthContext, value: dict[str, Any]) -> bool:
     return "admin" in ctx.permissions
