@@ -103,6 +103,12 @@ async def test_custom_auth_permissions_and_the_delete_handler(custom: str) -> No
         shown = await http.get(f"/threads/{thread_id}", headers={"x-user": "alice"})
         assert shown.status_code == 200
         assert (await erase("tina")).status_code == 403
+        # nor by naming the thread's owner or the tenant instead of the thread
+        for subject in ({"user": "alice"},):
+            sideways = await http.post("/v1/erasure", json=subject, headers={"x-user": "dpo"})
+            assert sideways.status_code == 403, (subject, sideways.text)
+            shown = await http.get(f"/threads/{thread_id}", headers={"x-user": "alice"})
+            assert shown.status_code == 200, subject
         done = await erase("root")
         assert done.status_code == 201, done.text
         assert done.json()["counts"]["threads"] == 1

@@ -467,6 +467,10 @@ class GuardedServed(Served):
 
     guard: GuardedStore | None = None
 
+    @property
+    def has_handlers(self) -> bool:
+        return self.guard is not None
+
     async def authorize_thread(self, thread_id: str, action: str) -> None:
         if self.guard is not None:
             await self.guard.check_thread(thread_id, action, tenant=self.runtime.tenant)

@@ -44,6 +44,11 @@ class Served:
         """Raise unless the caller may do ``threads.<action>`` on the thread (``auth.path``
         projects check their handlers; tenants are checked by the runtime's reads)."""
 
+    @property
+    def has_handlers(self) -> bool:
+        """Whether :meth:`authorize_thread` asks a project's ``@auth.on`` handlers."""
+        return False
+
     async def discard_thread(self, thread_id: str) -> None:
         """Delete a thread this request itself created and could not finish (a half-made fork):
         no ``threads.delete`` check, since it is the request's own undo."""

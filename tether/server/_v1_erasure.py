@@ -164,6 +164,22 @@ async def _own_thread(srv: Served, runtime: Runtime, user: User, thread_id: str)
         raise missing
 
 
+async def _may_delete_all(srv: Served, runtime: Runtime, user: User, body: Any) -> None:
+    """With an ``auth.path``: raise (403, nothing erased) unless the ``threads.delete``
+    handler allows every thread a user or tenant erasure would take."""
+    plane = retention_plane(runtime.store)
+    after = ""
+    while page := await (
+        plane.subject_threads("user", body.user, after=after)
+        if body.user is not None
+        else plane.subject_threads("tenant", body.tenant, after=after)
+    ):
+        after = page[-1].thread_id
+        for found in page:
+            if found.tenant_id == user.tenant:
+                await srv.authorize_thread(found.thread_id, "delete")
+
+
 @router.post(
     "/erasure", status_code=201, response_model=ReceiptOut, responses=_refusals(401, 403, 404)
 )
@@ -181,6 +197,8 @@ async def create_erasure(
     runtime = _app_runtime(request)
     if body.thread_id is not None:
         await _own_thread(srv, runtime, user, body.thread_id)
+    elif srv.has_handlers:
+        await _may_delete_all(srv, runtime, user, body)
     try:
         receipt = await erase_store(
             runtime.store,
