@@ -125,6 +125,9 @@ async def test_filters(http: httpx.AsyncClient, client: LangGraphClient) -> None
     bad = await http.get("/approvals", params={"older_than": "soon"}, headers=DANA)
     assert bad.status_code == 422
     assert "older_than='soon' is not a duration" in bad.json()["detail"]
+    bad = await http.get("/approvals", params={"older_than": "99999999999d"}, headers=DANA)
+    assert bad.status_code == 422  # was an OverflowError: a 500
+    assert "longer than 100 years" in bad.json()["detail"]
     bad = await http.get("/approvals", params={"expiring_before": "friday"}, headers=DANA)
     assert bad.status_code == 422
     assert "expiring_before='friday' is not an ISO 8601 time" in bad.json()["detail"]

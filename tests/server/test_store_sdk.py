@@ -90,6 +90,8 @@ async def test_bad_store_requests(client: LangGraphClient, server: str) -> None:
         ({"k": {"nested": 1}}, "a comparison is one of"),
         ({"k": {"$eq": {"deep": 1}}}, "must be a string, number"),
         ({"k": "\x1e"}, "control character"),
+        ({"a b": 1}, "only letters, digits"),  # SQLite's store would raise: a 500
+        ({"a'); --": 1}, "only letters, digits"),
     ],
 )
 async def test_a_search_filter_the_store_cannot_apply_is_refused(

@@ -26,6 +26,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import re
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Annotated, Any
@@ -172,6 +173,8 @@ class ListNamespaces(_Body):
 
 
 _OPERATORS = frozenset({"$eq", "$ne", "$gt", "$gte", "$lt", "$lte"})
+# The field names LangGraph's SQLite store can filter on; refused alike on PostgreSQL.
+_FIELD = re.compile(r"[A-Za-z0-9_.-]+")
 _SCALARS = (str, int, float, bool, type(None))
 
 
@@ -299,6 +302,11 @@ def _filter(given: dict[str, Any] | None) -> dict[str, Any] | None:
         if not key or len(key) > 255:
             raise ApiError(422, f"{where}: a field name must have 1 to 255 characters")
         _text(key, f"{where} (the field name)")
+        if not _FIELD.fullmatch(key):
+            raise ApiError(
+                422,
+                f"{where}: a field name holds only letters, digits, '_', '.' and '-'",
+            )
         if isinstance(value, dict):
             unknown = sorted(set(value) - _OPERATORS)
             if unknown or not value:

@@ -46,6 +46,9 @@ class Filters:
     sort: str = "expiry"
 
 
+_LONGEST = 100 * 365 * 86400  # seconds: any longer cannot be subtracted from now
+
+
 def parse_duration(text: str, name: str = "older_than") -> timedelta:
     """``"90"`` (seconds), ``"90s"``, ``"15m"``, ``"2h"`` or ``"3d"``.
 
@@ -59,7 +62,10 @@ def parse_duration(text: str, name: str = "older_than") -> timedelta:
             f"{name}={text!r} is not a duration; write seconds (90) or a number with "
             "s, m, h or d (90s, 15m, 2h, 3d)",
         )
-    return timedelta(seconds=float(found[1]) * _UNITS[found[2] or "s"])
+    seconds = float(found[1]) * _UNITS[found[2] or "s"]
+    if seconds > _LONGEST:
+        raise ApiError(422, f"{name}={text!r} is longer than 100 years")
+    return timedelta(seconds=seconds)
 
 
 def _time(text: str, name: str) -> datetime:
