@@ -114,4 +114,14 @@ async def test_bad_cron_requests(client: LangGraphClient, server: str) -> None:
         no_schedule = await http.post("/runs/crons", json={"assistant_id": "echo"})
         assert no_schedule.status_code == 422
         assert no_schedule.json()["detail"][0]["loc"] == ["body", "schedule"]
+        # what the run store cannot keep is refused, naming where, as for a run
+        for body, named in (
+            ({"metadata": {"x\u0000": 1}}, "metadata has a key with a NUL character"),
+            ({"input": {"n": 10**30}}, "input"),
+        ):
+            unstorable = await http.post(
+                "/runs/crons", json={"assistant_id": "echo", "schedule": "0 0 1 1 *", **body}
+            )
+            assert unstorable.status_code == 422, (body, unstorable.text)
+            assert named in unstorable.json()["detail"], unstorable.text
     await client.crons.delete(cron["cron_id"])

@@ -19,11 +19,11 @@ from datetime import datetime
 from typing import Annotated, Any, Literal
 
 from fastapi import APIRouter, Depends, Response
-from pydantic import BaseModel, ConfigDict
 
 from tether.runtime import Cron, Runtime, ids
 from tether.server._errors import ApiError
 from tether.server._paths import path_id
+from tether.server._payloads import StorableBody
 from tether.server._served import Served, served
 
 __all__ = ["router"]
@@ -37,8 +37,7 @@ SortBy = Literal[
 ]
 
 
-class _Body(BaseModel):
-    model_config = ConfigDict(extra="ignore")
+_Body = StorableBody  # numbers and NULs the run store cannot keep are refused, as for runs
 
 
 class CronCreate(_Body):

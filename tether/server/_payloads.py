@@ -30,6 +30,7 @@ __all__ = [
     "RunCreate",
     "StateAtCheckpoint",
     "StateUpdate",
+    "StorableBody",
     "ThreadCreate",
     "ThreadPrune",
     "ThreadSearch",
@@ -121,6 +122,10 @@ class _Body(BaseModel):
                 # runtime's refusals, which is what the SDK shows
                 raise ApiError(422, found)
         return self
+
+
+StorableBody = _Body
+"""A request body refused (422, naming where) if it holds a number or NUL the stores cannot keep."""
 
 
 class RunCreate(_Body):
