@@ -47,16 +47,8 @@ async def owner_only(ctx: Auth.types.AuthContext, value: dict[str, Any]) -> dict
 
 
 @auth.on.threads.create_run
-async def runs_need_more_than_reading(
-    ctx: Auth.types.AuthContext, value: dict[str, Any]
-) -> dict[str, str] | bool:
-    if "read-only" in ctx.permissions:
-        return False
-    return await owner_only(ctx, value)
-
-
 @auth.on.threads.update
-async def updates_need_more_than_reading(
+async def writes_need_more_than_reading(
     ctx: Auth.types.AuthContext, value: dict[str, Any]
 ) -> dict[str, str] | bool:
     if "read-only" in ctx.permissions:
