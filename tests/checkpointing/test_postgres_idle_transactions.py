@@ -16,7 +16,8 @@ import psycopg
 import pytest
 
 from tests.backends import Backend, fresh_backend
-from tether.checkpointing._postgres import IDLE_TRANSACTION_TIMEOUT_MS
+from tether.checkpointing import innermost
+from tether.checkpointing._postgres import _SETUP_LOCK, IDLE_TRANSACTION_TIMEOUT_MS
 
 
 @pytest.fixture
@@ -55,3 +56,15 @@ async def test_a_lock_held_by_an_idle_transaction_is_released(postgres_backend: 
             assert waited >= IDLE_TRANSACTION_TIMEOUT_MS / 1000 - 1
             with pytest.raises(psycopg.errors.IdleInTransactionSessionTimeout):
                 await holder.execute("SELECT 1")
+
+
+async def test_a_held_setup_lock_does_not_stop_opening_a_migrated_database(
+    postgres_backend: Backend,
+) -> None:
+    async with postgres_backend.open():
+        pass  # migrated
+    async with await psycopg.AsyncConnection.connect(postgres_backend.url, autocommit=True) as held:
+        # A process stopped while opening the database holds the setup lock, idle.
+        await held.execute("SELECT pg_advisory_lock(%s)", (_SETUP_LOCK,))
+        async with asyncio.timeout(30), postgres_backend.open() as saver:
+            assert await innermost(saver).migrated()  # type: ignore[attr-defined]

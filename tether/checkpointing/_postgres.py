@@ -456,8 +456,12 @@ async def _set_up_alone(saver: PostgresSaver, conn: psycopg.AsyncConnection[Any]
     connections, so a pool of one still works), taken with ``pg_try_`` and
     polled: a session *waiting* for the lock would hold a snapshot, and the
     migrations' ``CREATE INDEX CONCURRENTLY`` waits for every older snapshot.
-    Closing ``conn`` releases it.
+    Closing ``conn`` releases it. A database already migrated needs no setup and
+    takes no lock, so a process stopped while it held the lock (SIGSTOP, a
+    debugger) keeps nobody else from opening the database.
     """
+    if await saver.migrated():
+        return
     while True:
         cur = await conn.execute("SELECT pg_try_advisory_lock(%s)", (_SETUP_LOCK,))
         row = await cur.fetchone()
