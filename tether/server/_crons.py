@@ -37,10 +37,7 @@ SortBy = Literal[
 ]
 
 
-_Body = StorableBody  # numbers and NULs the run store cannot keep are refused, as for runs
-
-
-class CronCreate(_Body):
+class CronCreate(StorableBody):
     """``POST /runs/crons`` and ``POST /threads/{id}/runs/crons``."""
 
     assistant_id: str
@@ -64,7 +61,7 @@ class CronCreate(_Body):
     durability: Literal["sync", "async", "exit"] | None = None
 
 
-class CronUpdate(_Body):
+class CronUpdate(StorableBody):
     """``PATCH /runs/crons/{cron_id}``."""
 
     schedule: str | None = None
@@ -86,7 +83,7 @@ class CronUpdate(_Body):
     durability: str | None = None
 
 
-class CronSearch(_Body):
+class CronSearch(StorableBody):
     """``POST /runs/crons/search``."""
 
     assistant_id: str | None = None
@@ -100,7 +97,7 @@ class CronSearch(_Body):
     select: list[str] | None = None
 
 
-class CronCount(_Body):
+class CronCount(StorableBody):
     """``POST /runs/crons/count``."""
 
     assistant_id: str | None = None

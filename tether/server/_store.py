@@ -244,19 +244,17 @@ def _item(item: Item, scoped: _Scoped) -> dict[str, Any]:
 @router.put("/store/items", status_code=204)
 async def put_item(body: PutItem, scoped: Store) -> Response:
     """``store.put_item``."""
-    _namespace(body.namespace)
-    if not body.namespace:
-        raise ApiError(422, "an item needs a namespace of at least one label")
+    namespace = _namespace(body.namespace)
     if body.ttl is not None:
         raise ApiError(422, "ttl is not supported by tether serve's store yet; omit it")
     if isinstance(body.index, list):
         raise ApiError(422, "index fields need a vector index, which tether serve's store lacks")
-    _no_nul(body.value, "value")
     value = await scoped.allow(
-        "put",
-        {"namespace": tuple(body.namespace), "key": _key(body.key), "value": body.value,
-         "index": body.index},
+        "put", {"namespace": namespace, "key": _key(body.key), "value": body.value,
+                "index": body.index},
     )  # fmt: skip
+    if not value["namespace"]:
+        raise ApiError(422, "an item needs a namespace of at least one label")
     _no_nul(value["value"], "value")
     await scoped.store.aput(
         scoped.inside(value["namespace"]),

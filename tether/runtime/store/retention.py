@@ -355,18 +355,16 @@ SELECT (SELECT COUNT(*) FROM tether_runs WHERE thread_id = ?) AS runs,
             system = "metadata->>'created_by' = 'system'"
         server = await self._tables(["store", "tether_api_keys"])
         root = tenant_store_root(tenant)
-        extra: builtins.list[Statement] = []
-        if "store" in server:  # LangGraph's store table, made by the server's first store call
-            delete = self._sql("DELETE FROM store WHERE prefix = ? OR prefix LIKE ?")
-            extra.append((delete, [root, root + ".%"]))
-        if "tether_api_keys" in server:
-            extra.append((self._sql("DELETE FROM tether_api_keys WHERE tenant_id = ?"), [tenant]))
-        crons, assistants, *rest = await self._execute_all(
-            [
+        named: builtins.list[tuple[str, Statement]] = [
+            (
+                "crons",
                 (
                     self._sql("DELETE FROM tether_crons WHERE tenant_id = ? AND thread_id IS NULL"),
                     [tenant],
                 ),
+            ),
+            (
+                "assistants",
                 (
                     self._sql(
                         f"DELETE FROM tether_assistants WHERE tenant_id = ? "
@@ -374,17 +372,18 @@ SELECT (SELECT COUNT(*) FROM tether_runs WHERE thread_id = ?) AS runs,
                     ),
                     [tenant],
                 ),
-                *extra,
-            ]
-        )
-        store_items = rest.pop(0) if "store" in server else 0
-        api_keys = rest.pop(0) if "tether_api_keys" in server else 0
-        return {
-            "crons": crons,
-            "assistants": assistants,
-            "store_items": store_items,
-            "api_keys": api_keys,
-        }
+            ),
+        ]
+        if "store" in server:  # LangGraph's store table, made by the server's first store call
+            delete = self._sql("DELETE FROM store WHERE prefix = ? OR prefix LIKE ?")
+            named.append(("store_items", (delete, [root, root + ".%"])))
+        if "tether_api_keys" in server:
+            delete = self._sql("DELETE FROM tether_api_keys WHERE tenant_id = ?")
+            named.append(("api_keys", (delete, [tenant])))
+        deleted = await self._execute_all([statement for _, statement in named])
+        counts = dict.fromkeys(("crons", "assistants", "store_items", "api_keys"), 0)
+        counts.update(zip((name for name, _ in named), deleted, strict=True))
+        return counts
 
     async def expire_audit(self, now: datetime, *, limit: int = 500) -> int:
         """Delete up to ``limit`` finished summaries and receipts past their ``keep_until``."""
