@@ -19,7 +19,7 @@ import httpx
 import pytest
 from langgraph_sdk import get_client
 from langgraph_sdk.client import LangGraphClient
-from langgraph_sdk.errors import ConflictError, NotFoundError
+from langgraph_sdk.errors import ConflictError, NotFoundError, UnprocessableEntityError
 
 from tests.server.conftest import PROJECT, ServeProcess, _store_url
 
@@ -228,6 +228,41 @@ async def test_each_tenant_runs_its_own_threads(keyed: Keyed) -> None:
     assert values[-1]["trace"] == ["a", "b", "c"]
     a_threads = await keyed.client(keyed.alice).threads.search(limit=1000)
     assert thread["thread_id"] not in {t["thread_id"] for t in a_threads}
+
+
+async def test_the_default_tenant_shares_nothing_but_the_graphs(keyed: Keyed) -> None:
+    """A key of the default tenant ``""`` is a tenant like any other.
+
+    Its assistants are its own; it cannot take a graph's id for an assistant (which
+    would capture every tenant's runs naming the graph), nor change the graph's
+    system assistant, which every tenant runs.
+    """
+    root = keyed.client(new_key(keyed.url, "root", "", keyed.workdir))
+    b = keyed.client(keyed.bob)
+    secret = await root.assistants.create(
+        "echo", name="root's", config={"configurable": {"api_key": "s3cret"}}
+    )
+    await is_404(b.assistants.get(secret["assistant_id"]))
+    await is_404(b.runs.wait(None, secret["assistant_id"], input={}))
+    searched = await b.assistants.search(limit=1000)
+    assert secret["assistant_id"] not in {x["assistant_id"] for x in searched}
+    assert await b.assistants.count() == len(searched)
+
+    for caller in (root, b):
+        with pytest.raises(UnprocessableEntityError, match="'echo' is the id of graph"):
+            await caller.assistants.create("echo", assistant_id="echo")
+        with pytest.raises(UnprocessableEntityError, match="'echo' is the id of graph"):
+            await caller.assistants.create("ask", assistant_id="echo", if_exists="do_nothing")
+    system = await root.assistants.get("echo")
+    assert system["metadata"] == {"created_by": "system"}
+    for caller in (root, b):
+        with pytest.raises(UnprocessableEntityError, match="cannot be updated"):
+            await caller.assistants.update(system["assistant_id"], config={"recursion_limit": 1})
+        with pytest.raises(UnprocessableEntityError, match="cannot be deleted"):
+            await caller.assistants.delete(system["assistant_id"])
+    assert (await b.assistants.get("echo")) == system  # unchanged
+    done = await b.runs.wait(None, "echo", input={})
+    assert done["trace"] == ["a", "b", "c"]
 
 
 def test_serve_refuses_to_start_without_any_authentication(tmp_path: Path) -> None:

@@ -167,19 +167,49 @@ async def test_assistant_versions_update_list_and_set_latest(store: RunStore) ->
         await store.set_assistant_version("a1", 0)
 
 
-async def test_assistant_edits_refuse_missing_shared_and_system_ones(store: RunStore) -> None:
+async def test_assistant_edits_refuse_missing_foreign_and_system_ones(store: RunStore) -> None:
     with pytest.raises(AssistantNotFoundError, match="no assistant 'nope'"):
         await store.update_assistant("nope", name="x")
-    await store.put_assistant("g", assistant_id="shared")
-    with pytest.raises(AssistantNotFoundError, match="'shared' is shared"):
-        await store.update_assistant("shared", tenant="t1", name="x")
-    with pytest.raises(AssistantNotFoundError, match="'shared' is shared"):
-        await store.delete_assistant("shared", tenant="t1")
-    with pytest.raises(InvalidRunRequestError, match="system assistant of graph 'g'"):
-        await store.delete_assistant("g")
+    await store.put_assistant("g", assistant_id="default")  # the default tenant's own
+    with pytest.raises(AssistantNotFoundError, match="no assistant 'default'"):
+        await store.update_assistant("default", tenant="t1", name="x")
+    with pytest.raises(AssistantNotFoundError, match="no assistant 'default'"):
+        await store.delete_assistant("default", tenant="t1")
+    # The graph's system assistant: no tenant may change it, the default one included.
+    system = system_assistant_id("g")
+    for tenant in ("", "t1"):
+        with pytest.raises(InvalidRunRequestError, match="system assistant of graph 'g'"):
+            await store.delete_assistant("g", tenant=tenant)
+        with pytest.raises(InvalidRunRequestError, match="it cannot be updated"):
+            await store.update_assistant(system, tenant=tenant, config={"k": "mine"})
+        with pytest.raises(InvalidRunRequestError, match="cannot be given another version"):
+            await store.set_assistant_version("g", 1, tenant=tenant)
     with pytest.raises(InvalidRunRequestError, match="config must be a mapping"):
-        await store.update_assistant("shared", config=[1])  # type: ignore[arg-type]
-    assert (await store.get_assistant(system_assistant_id("g"))).graph_id == "g"
+        await store.update_assistant("default", config=[1])  # type: ignore[arg-type]
+    assert (await store.get_assistant(system)).graph_id == "g"
+    assert (await store.get_assistant(system)).config == {}
+
+
+async def test_only_system_assistants_are_shared(store: RunStore) -> None:
+    """An assistant the default tenant makes is its own; a graph id cannot be taken."""
+    await store.put_assistant("g", assistant_id="secret", config={"api_key": "k"})
+    for tenant in ("t1", "t2"):
+        with pytest.raises(AssistantNotFoundError, match="no assistant 'secret'"):
+            await store.get_assistant("secret", tenant=tenant)
+        listed = [a.assistant_id for a in await store.list_assistants(tenant=tenant, limit=100)]
+        assert listed == [system_assistant_id("g")]
+    # Naming a graph reaches its system assistant, for every tenant: no caller can
+    # make an assistant under the graph's id to capture other callers' runs.
+    for tenant in ("", "t1"):
+        with pytest.raises(InvalidRunRequestError, match="'g' is the id of graph 'g'"):
+            await store.put_assistant("g", assistant_id="g", tenant=tenant)
+        assert (await store.get_assistant("g", tenant=tenant)).assistant_id == (
+            system_assistant_id("g")
+        )
+    # A look-alike of the system one (same metadata, another id) is not shared.
+    await store.put_assistant("g", assistant_id="fake", metadata={"created_by": "system"})
+    with pytest.raises(AssistantNotFoundError):
+        await store.get_assistant("fake", tenant="t1")
 
 
 async def test_delete_and_list_assistants(store: RunStore) -> None:
@@ -189,7 +219,7 @@ async def test_delete_and_list_assistants(store: RunStore) -> None:
     ids = [a.assistant_id for a in await store.list_assistants(limit=100)]
     assert ids == [system_assistant_id("g"), "a1", "a3"]
     mine = [a.assistant_id for a in await store.list_assistants(tenant="t1", limit=100)]
-    assert set(mine) == {system_assistant_id("g"), "a1", "a2", "a3"}
+    assert mine == [system_assistant_id("g"), "a2"]
     assert [a.assistant_id for a in await store.list_assistants(graph_id="h")] == ["a3"]
     assert [a.assistant_id for a in await store.list_assistants(name="ALP")] == ["a1"]
     assert [a.assistant_id for a in await store.list_assistants(metadata={"k": 1})] == [

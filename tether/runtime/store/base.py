@@ -117,18 +117,23 @@ class RunStore(Protocol):
         metadata: Mapping[str, Any] | None = None,
         if_exists: IfExists = "raise",
     ) -> Assistant:
-        """Create an assistant (``tenant=""`` makes it shared, like LangGraph's system ones).
+        """Create an assistant of ``tenant``; only it can see and use it.
 
-        With ``if_exists="do_nothing"`` an existing assistant of this tenant is
+        The graphs' system assistants (made by the runtime, ``created_by: system``,
+        under the id LangGraph derives from the graph id) are the only ones shared
+        by every tenant, and no tenant can change them. With
+        ``if_exists="do_nothing"`` an existing assistant of this tenant is
         returned unchanged.
 
         Raises:
             AlreadyExistsError: the id is taken (``if_exists="raise"``, or by another tenant).
+            InvalidRunRequestError: ``assistant_id`` is a graph's id (it names the
+                graph's system assistant), or a field is malformed.
         """
 
     async def get_assistant(self, assistant_id: str, *, tenant: str = "") -> Assistant:
-        """The tenant's or a shared assistant with this id, else the shared (system)
-        assistant of the graph with this id.
+        """The tenant's assistant with this id, else the system assistant with this id,
+        else the system assistant of the graph with this id.
 
         Raises:
             AssistantNotFoundError: neither exists.
@@ -499,4 +504,4 @@ class RunStore(Protocol):
         limit: int = 10,
         offset: int = 0,
     ) -> list[Assistant]:
-        """The tenant's and the shared assistants, oldest first, filtered."""
+        """The tenant's and the system assistants, oldest first, filtered."""

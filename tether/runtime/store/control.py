@@ -11,7 +11,7 @@ from dataclasses import dataclass
 from typing import Any, cast, get_args
 
 from tether.runtime.errors import AlreadyExistsError, InvalidRunRequestError, RunNotActiveError
-from tether.runtime.ids import check_id, new_id
+from tether.runtime.ids import check_id, new_id, system_assistant_id
 from tether.runtime.models import Assistant, CancelAction, IfExists, Run, RunStatus
 from tether.runtime.store.encoding import dumps, dumps_display
 from tether.runtime.store.sealing import Sealer
@@ -26,6 +26,7 @@ __all__ = [
     "check_action",
     "check_cancellable",
     "check_if_exists",
+    "check_not_a_graph_name",
     "check_page",
     "continued_event",
     "continued_reason",
@@ -34,6 +35,7 @@ __all__ = [
     "existing_thread",
     "finish_params",
     "finished_data",
+    "is_system_assistant",
     "new_assistant",
     "no_assistant",
     "no_run",
@@ -42,6 +44,7 @@ __all__ = [
     "resume_input",
     "resumed_event",
     "run_params",
+    "visible_assistant",
     "where",
 ]
 
@@ -245,6 +248,57 @@ def check_if_exists(if_exists: object) -> IfExists:
             f"if_exists {if_exists!r} is unknown; use 'raise' or 'do_nothing'"
         )
     return if_exists
+
+
+def is_system_assistant(assistant: Assistant) -> bool:
+    """Whether ``assistant`` is the system assistant of its graph, shared by every tenant.
+
+    Only the runtime makes these (:func:`tether.runtime.worker.register_graphs`):
+    the default tenant's, marked ``created_by: system``, under the id LangGraph
+    derives from the graph id. An assistant any caller made, of any tenant
+    (``""`` included), is its tenant's alone.
+    """
+    return (
+        assistant.tenant_id == ""
+        and assistant.metadata.get("created_by") == "system"
+        and assistant.assistant_id == system_assistant_id(assistant.graph_id)
+    )
+
+
+def visible_assistant(
+    candidates: Sequence[Assistant], assistant_id: str, tenant: str
+) -> Assistant | None:
+    """What ``assistant_id`` names for ``tenant`` among ``candidates``.
+
+    In order: the tenant's own assistant with this id, a system assistant with
+    this id, the system assistant of the graph with this id.
+    """
+    system = system_assistant_id(assistant_id)
+    for wanted in (
+        lambda a: a.assistant_id == assistant_id and a.tenant_id == tenant,
+        lambda a: a.assistant_id == assistant_id and is_system_assistant(a),
+        lambda a: a.assistant_id == system and is_system_assistant(a),
+    ):
+        for candidate in candidates:
+            if wanted(candidate):
+                return candidate
+    return None
+
+
+def check_not_a_graph_name(assistant_id: str, candidates: Sequence[Assistant]) -> None:
+    """Refuse a new assistant id that already names a graph (its system assistant).
+
+    ``candidates`` are the assistants ``assistant_id`` may name. Runs, crons and
+    lookups that name the graph would otherwise reach the new assistant of its
+    tenant instead of the graph's own one.
+    """
+    system = system_assistant_id(assistant_id)
+    for candidate in candidates:
+        if candidate.assistant_id == system and is_system_assistant(candidate):
+            raise InvalidRunRequestError(
+                f"assistant_id {assistant_id!r} is the id of graph {candidate.graph_id!r}, "
+                "which names that graph's system assistant; choose another id"
+            )
 
 
 def existing_assistant(existing: Assistant, tenant: str, if_exists: IfExists) -> Assistant:

@@ -91,10 +91,6 @@ def check_run_deletable(run: Run) -> None:
         raise ThreadBusyError(f"run {run.run_id!r} is {run.status}; cancel it before deleting it")
 
 
-def _system(assistant: Assistant) -> bool:
-    return assistant.tenant_id == "" and assistant.metadata.get("created_by") == "system"
-
-
 class EditPlane(ABC):
     """The editing half of :class:`~.plane.ControlPlane` (see :class:`~.base.RunStore`)."""
 
@@ -158,7 +154,8 @@ class EditPlane(ABC):
 
     @abstractmethod
     async def _visible_assistants(self, tenant: str) -> builtins.list[Assistant]:
-        """The tenant's and the shared assistants, oldest first."""
+        """The tenant's and the default tenant's assistants, oldest first (the
+        caller keeps the system ones of the latter)."""
 
     @abstractmethod
     async def _ended_temporary_threads(
@@ -309,11 +306,15 @@ class EditPlane(ABC):
 
     # -- assistants -------------------------------------------------------------------------
 
-    async def _own_assistant(self, assistant_id: str, tenant: str) -> Assistant:
+    async def _own_assistant(self, assistant_id: str, tenant: str, change: str) -> Assistant:
+        """The tenant's own assistant: a graph's system assistant is shared by every
+        tenant, so no tenant may ``change`` it (``""`` included)."""
         found = await self.get_assistant(assistant_id, tenant=tenant)
-        if found.tenant_id != tenant:
-            raise AssistantNotFoundError(
-                f"assistant {assistant_id!r} is shared; this tenant cannot change it"
+        if control.is_system_assistant(found):
+            raise InvalidRunRequestError(
+                f"assistant {found.assistant_id!r} is the system assistant of graph "
+                f"{found.graph_id!r}, shared by every tenant; it cannot be {change}: "
+                "create an assistant of your own for the graph instead"
             )
         return found
 
@@ -333,10 +334,11 @@ class EditPlane(ABC):
         ``PATCH``): given fields replace the current ones, ``metadata`` is merged.
 
         Raises:
-            AssistantNotFoundError: missing, or shared and ``tenant`` is not ``""``.
-            InvalidRunRequestError: a field is malformed.
+            AssistantNotFoundError: missing, or another tenant's.
+            InvalidRunRequestError: a field is malformed, or it is a graph's system
+                assistant (shared by every tenant).
         """
-        current = await self._own_assistant(assistant_id, tenant)
+        current = await self._own_assistant(assistant_id, tenant, "updated")
         merged = {**current.metadata, **check_mapping(metadata, "metadata")}
         change = AssistantChange(
             graph_id=current.graph_id if graph_id is None else check_id(graph_id, "graph_id"),
@@ -385,11 +387,12 @@ class EditPlane(ABC):
         """Make a stored version the assistant's latest again.
 
         Raises:
-            AssistantNotFoundError: missing, shared (for another tenant), or no such version.
+            AssistantNotFoundError: missing, another tenant's, or no such version.
+            InvalidRunRequestError: it is a graph's system assistant.
         """
         if not isinstance(version, int) or isinstance(version, bool) or version < 1:
             raise InvalidRunRequestError(f"version must be an integer >= 1, got {version!r}")
-        current = await self._own_assistant(assistant_id, tenant)
+        current = await self._own_assistant(assistant_id, tenant, "given another version")
         found = await self._set_assistant_version(current.assistant_id, version)
         if found is None:
             raise AssistantNotFoundError(
@@ -402,16 +405,11 @@ class EditPlane(ABC):
         """Delete the assistant and its versions; returns it as it was.
 
         Raises:
-            AssistantNotFoundError: missing, or shared (for another tenant).
+            AssistantNotFoundError: missing, or another tenant's.
             InvalidRunRequestError: it is a graph's system assistant (the project's
-                graphs always have theirs).
+                graphs always have theirs, shared by every tenant).
         """
-        current = await self._own_assistant(assistant_id, tenant)
-        if _system(current):
-            raise InvalidRunRequestError(
-                f"assistant {current.assistant_id!r} is the system assistant of graph "
-                f"{current.graph_id!r}; it cannot be deleted"
-            )
+        current = await self._own_assistant(assistant_id, tenant, "deleted")
         if not await self._delete_assistant(current.assistant_id):
             raise AssistantNotFoundError(control.no_assistant(assistant_id))
         return current
@@ -426,7 +424,7 @@ class EditPlane(ABC):
         limit: int = 10,
         offset: int = 0,
     ) -> builtins.list[Assistant]:
-        """The tenant's and the shared assistants, oldest first: of ``graph_id``,
+        """The tenant's and the system assistants, oldest first: of ``graph_id``,
         whose name contains ``name`` (any case), whose metadata has every key of
         ``metadata`` with an equal value."""
         control.check_page(limit, offset)
@@ -434,7 +432,8 @@ class EditPlane(ABC):
         found = [
             a
             for a in await self._visible_assistants(tenant)
-            if (graph_id is None or a.graph_id == graph_id)
+            if (a.tenant_id == tenant or control.is_system_assistant(a))
+            and (graph_id is None or a.graph_id == graph_id)
             and (name is None or name.lower() in a.name.lower())
             and all(a.metadata.get(k) == v for k, v in wanted.items())
         ]

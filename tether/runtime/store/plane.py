@@ -84,9 +84,18 @@ class ControlPlane(EditPlane, ABC):
         """Insert unless the id exists; (the row now stored, whether it was inserted)."""
 
     @abstractmethod
+    async def _assistant_candidates(
+        self, assistant_id: str, tenant: str
+    ) -> builtins.list[Assistant]:
+        """The tenant's assistant with this id, and the default tenant's with this id
+        or the id of the system assistant of the graph with this id (at most three
+        rows; :func:`~.control.visible_assistant` chooses)."""
+
     async def _find_assistant(self, assistant_id: str, tenant: str) -> Assistant | None:
-        """The tenant's or a shared assistant with this id, else the shared system
-        assistant of the graph with this id."""
+        """The tenant's assistant with this id, else a system assistant (see
+        :func:`~.control.visible_assistant`)."""
+        candidates = await self._assistant_candidates(assistant_id, tenant)
+        return control.visible_assistant(candidates, assistant_id, tenant)
 
     @abstractmethod
     async def _put_thread(self, thread_id: str, tenant: str, meta: str) -> tuple[Thread, bool]:
@@ -172,6 +181,9 @@ class ControlPlane(EditPlane, ABC):
             metadata=metadata,
             if_exists=if_exists,
         )
+        if assistant_id is not None:
+            named = await self._assistant_candidates(new.assistant_id, tenant)
+            control.check_not_a_graph_name(new.assistant_id, named)
         stored, inserted = await self._put_assistant(new, tenant)
         return stored if inserted else control.existing_assistant(stored, tenant, if_exists)
 

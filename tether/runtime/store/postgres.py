@@ -206,15 +206,16 @@ class PostgresRunStore(PostgresEditHooks, PostgresCronHooks, CronPlane, Retentio
             )
             return self.rows.assistant(await _one(cur)), False
 
-    async def _find_assistant(self, assistant_id: str, tenant: str) -> Assistant | None:
-        row = await self._read_one(
+    async def _assistant_candidates(
+        self, assistant_id: str, tenant: str
+    ) -> builtins.list[Assistant]:
+        rows = await self._select(
             """SELECT * FROM tether_assistants
-                WHERE (assistant_id = %s AND tenant_id IN (%s, ''))
-                   OR (assistant_id = %s AND tenant_id = '')
-                ORDER BY assistant_id = %s DESC LIMIT 1""",
-            (assistant_id, tenant, system_assistant_id(assistant_id), assistant_id),
+                WHERE (assistant_id = %s AND tenant_id = %s)
+                   OR (assistant_id IN (%s, %s) AND tenant_id = '')""",
+            (assistant_id, tenant, assistant_id, system_assistant_id(assistant_id)),
         )
-        return None if row is None else self.rows.assistant(row)
+        return [self.rows.assistant(row) for row in rows]
 
     async def _put_thread(self, thread_id: str, tenant: str, meta: str) -> tuple[Thread, bool]:
         async with self._tx() as cur:

@@ -270,15 +270,16 @@ class SqliteRunStore(SqliteEditHooks, SqliteCronHooks, CronPlane, RetentionPlane
 
         return await self._write(put)
 
-    async def _find_assistant(self, assistant_id: str, tenant: str) -> Assistant | None:
-        row = await self._read_one(
+    async def _assistant_candidates(
+        self, assistant_id: str, tenant: str
+    ) -> builtins.list[Assistant]:
+        rows = await self._select(
             """SELECT * FROM tether_assistants
-                WHERE (assistant_id = ? AND tenant_id IN (?, ''))
-                   OR (assistant_id = ? AND tenant_id = '')
-                ORDER BY assistant_id = ? DESC LIMIT 1""",
-            (assistant_id, tenant, system_assistant_id(assistant_id), assistant_id),
+                WHERE (assistant_id = ? AND tenant_id = ?)
+                   OR (assistant_id IN (?, ?) AND tenant_id = '')""",
+            (assistant_id, tenant, assistant_id, system_assistant_id(assistant_id)),
         )
-        return None if row is None else self._db.rows.assistant(row)
+        return [self._db.rows.assistant(row) for row in rows]
 
     async def _put_thread(self, thread_id: str, tenant: str, meta: str) -> tuple[Thread, bool]:
         def put(db: DB, now: float) -> tuple[Thread, bool]:
