@@ -15,6 +15,8 @@ from __future__ import annotations
 
 import copy
 import sqlite3
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -229,13 +231,17 @@ async def _postgres_restore(
                 assert values is not None
                 if table == "tether_records" and values[names.index("kind")] == KEY_KIND:
                     continue
-                await conn.execute(
-                    f'INSERT INTO "{table}" OVERRIDING SYSTEM VALUE SELECT (%s::"{table}").*',
-                    (text,),
-                )
-                count += 1
+                count += await _postgres_insert(conn, table, text)
         await conn.commit()
     return count
+
+
+async def _postgres_insert(conn: Any, table: str, text: str) -> int:
+    """Insert one row given as its text (identity columns kept as copied)."""
+    await conn.execute(
+        f'INSERT INTO "{table}" OVERRIDING SYSTEM VALUE SELECT (%s::"{table}").*', (text,)
+    )
+    return 1
 
 
 async def _postgres_restore_all(url: str, rows: dict[str, list[tuple[str | None, str]]]) -> int:
@@ -248,11 +254,7 @@ async def _postgres_restore_all(url: str, rows: dict[str, list[tuple[str | None,
         for table, entries in rows.items():
             await conn.execute(f'DELETE FROM "{table}"')
             for _, text in entries:
-                await conn.execute(
-                    f'INSERT INTO "{table}" OVERRIDING SYSTEM VALUE SELECT (%s::"{table}").*',
-                    (text,),
-                )
-                count += 1
+                count += await _postgres_insert(conn, table, text)
         await conn.commit()
     return count
 
@@ -260,47 +262,41 @@ async def _postgres_restore_all(url: str, rows: dict[str, list[tuple[str | None,
 # -- redis ----------------------------------------------------------------------------
 
 
-async def _redis_copy(backend: Backend) -> dict[bytes, bytes]:
+@asynccontextmanager
+async def _redis(backend: Backend) -> AsyncIterator[tuple[Any, list[bytes]]]:
+    """A client of the test's Redis, and every key of its prefix now."""
     from redis.asyncio import Redis
 
     client = Redis.from_url(backend.url)
     try:
-        return {
-            key: await client.dump(key)
-            async for key in client.scan_iter(match=f"{backend.key_prefix}*", count=1000)
-        }
+        prefix = f"{backend.key_prefix}*"
+        yield client, [k async for k in client.scan_iter(match=prefix, count=1000)]
     finally:
         await client.aclose()
+
+
+async def _redis_copy(backend: Backend) -> dict[bytes, bytes]:
+    async with _redis(backend) as (client, keys):
+        return {key: await client.dump(key) for key in keys}
 
 
 async def _redis_restore(backend: Backend, dumps: dict[bytes, bytes]) -> int:
     """RESTORE every copied key that is gone now (the erased thread's), but its data key."""
-    from redis.asyncio import Redis
-
-    client = Redis.from_url(backend.url)
     count = 0
-    try:
+    async with _redis(backend) as (client, live):
         for key, dumped in dumps.items():
-            if f":rec:{KEY_KIND}:".encode() in key or await client.exists(key):
+            if f":rec:{KEY_KIND}:".encode() in key or key in live:
                 continue
             await client.restore(key, 0, dumped)
             count += 1
-    finally:
-        await client.aclose()
     return count
 
 
 async def _redis_restore_all(backend: Backend, dumps: dict[bytes, bytes]) -> int:
     """Delete every key of the prefix, then RESTORE every copied one."""
-    from redis.asyncio import Redis
-
-    client = Redis.from_url(backend.url)
-    try:
-        live = [k async for k in client.scan_iter(match=f"{backend.key_prefix}*", count=1000)]
+    async with _redis(backend) as (client, live):
         if live:
             await client.delete(*live)
         for key, dumped in dumps.items():
             await client.restore(key, 0, dumped)
-    finally:
-        await client.aclose()
     return len(dumps)

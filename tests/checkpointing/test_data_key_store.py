@@ -22,6 +22,7 @@ from tests.backends import Backend, fresh_backend, fresh_postgres_database
 from tests.checkpointing.encryption_helpers import CANARY, build_graph, graph_config, ring, spec
 from tests.checkpointing.encryption_helpers import graph_input as first_input
 from tests.checkpointing.raw_copies import restore_all, take_copy
+from tests.checkpointing.shredding_helpers import ERASED, conf, reads_of, seed_thread
 from tether import open_checkpointer
 from tether.checkpointing import ErasedDataKeyError
 from tether.checkpointing._encrypted import EncryptedSaver
@@ -29,8 +30,6 @@ from tether.checkpointing.rotation import rotate_keys
 from tether.errors import ConfigurationError
 from tether.store import store_for
 from tether.store._data_keys import THREAD_KEY_KIND, key_record, load_data_key
-
-_ERASED = r"data key 'd[0-9a-f]{16}', which this store does not hold: the thread was erased"
 
 # (checkpointer backend, data-key store backend): every main backend, keys on SQLite and
 # PostgreSQL (an in-memory checkpointer keeps its keys in memory too).
@@ -89,31 +88,10 @@ def durable_stores(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[S
     yield from _stores(request, tmp_path)
 
 
-def _conf(thread_id: str) -> Any:
-    return {"configurable": {"thread_id": thread_id}}
-
-
-async def _seed(saver: Any, thread_id: str) -> None:
-    """A paused run (checkpoints, pending writes), a record and a step."""
-    await build_graph(saver).ainvoke(first_input(), graph_config(thread_id))
-    store = store_for(saver)
-    await store.insert("tool", f"{thread_id}|refund", {"card": CANARY}, thread_id=thread_id)
-    await store.append_step(thread_id, {"kind": "tool", "output": CANARY})
-
-
-async def _reads(saver: Any, thread_id: str) -> list[Any]:
-    store = store_for(saver)
-    return [
-        [t.checkpoint["channel_values"] async for t in saver.alist(_conf(thread_id))],
-        await store.get("tool", f"{thread_id}|refund"),
-        await store.steps(thread_id),
-    ]
-
-
 async def _cannot_read(saver: Any, thread_id: str) -> None:
     store = store_for(saver)
-    with pytest.raises(ErasedDataKeyError, match=_ERASED):
-        await saver.aget_tuple(_conf(thread_id))
+    with pytest.raises(ErasedDataKeyError, match=ERASED):
+        await saver.aget_tuple(conf(thread_id))
     with pytest.raises(ErasedDataKeyError, match=rf"record 'tool' '{thread_id}\|refund'"):
         await store.get("tool", f"{thread_id}|refund")
     with pytest.raises(ErasedDataKeyError, match=rf"step 0 of thread '{thread_id}'"):
@@ -134,11 +112,11 @@ async def test_a_full_copy_of_the_database_taken_before_erasure_cannot_decrypt_t
     stores: Stores,
 ) -> None:
     async with stores.open() as saver:
-        await _seed(saver, "gone")
-        await _seed(saver, "kept")
+        await seed_thread(saver, "gone")
+        await seed_thread(saver, "kept")
         store = store_for(saver)
         assert await _key_held(store, "gone") == (False, True)
-        kept_before = await _reads(saver, "kept")
+        kept_before = await reads_of(saver, "kept")
         copied = await take_copy(stores.main, saver)  # every row, of every table
 
         await saver.adelete_thread("gone")  # what `tether erase` does to each thread
@@ -146,36 +124,36 @@ async def test_a_full_copy_of_the_database_taken_before_erasure_cannot_decrypt_t
         assert await _key_held(store, "kept") == (False, True)
         assert await restore_all(stores.main, saver, copied) > 6
         # The whole database is back as it was, the erased thread's key is not.
-        assert await saver.inner.aget_tuple(_conf("gone")) is not None
+        assert await saver.inner.aget_tuple(conf("gone")) is not None
         await _cannot_read(saver, "gone")
-        assert await _reads(saver, "kept") == kept_before
+        assert await reads_of(saver, "kept") == kept_before
 
     if stores.main.name != "memory":  # another process, with the same ring and key store
         async with stores.open() as other:
             await _cannot_read(other, "gone")
-            assert await _reads(other, "kept") == kept_before
+            assert await reads_of(other, "kept") == kept_before
 
 
 async def test_a_thread_written_again_after_erasure_gets_a_new_key(stores: Stores) -> None:
     async with stores.open() as saver:
         store = store_for(saver)
-        await _seed(saver, "t")
+        await seed_thread(saver, "t")
         first = await store.data_key("t")
         await saver.adelete_thread("t")
-        await _seed(saver, "t")
+        await seed_thread(saver, "t")
         second = await store.data_key("t")
         assert first is not None
         assert second is not None
         assert second.key_id != first.key_id
         assert await _key_held(store, "t") == (False, True)
-        assert (await _reads(saver, "t"))[1].value == {"card": CANARY}
+        assert (await reads_of(saver, "t"))[1].value == {"card": CANARY}
 
 
 async def test_rotation_rewraps_the_keys_in_the_key_store(stores: Stores) -> None:
     async with stores.open() as saver:
-        await _seed(saver, "a")
-        await _seed(saver, "b")
-        before = [await _reads(saver, t) for t in ("a", "b")]
+        await seed_thread(saver, "a")
+        await seed_thread(saver, "b")
+        before = [await reads_of(saver, t) for t in ("a", "b")]
         assert isinstance(saver, EncryptedSaver)
         report = await rotate_keys(EncryptedSaver(saver.inner, ring("k2", "k1")))
         assert report.data_keys == 2
@@ -184,7 +162,7 @@ async def test_rotation_rewraps_the_keys_in_the_key_store(stores: Stores) -> Non
         assert (again.rewrapped, again.data_keys) == (0, 0)
         # The old key is gone from the ring: the keys were rewrapped where they live.
         rotated = EncryptedSaver(saver.inner, ring("k2"))
-        assert [await _reads(rotated, t) for t in ("a", "b")] == before
+        assert [await reads_of(rotated, t) for t in ("a", "b")] == before
 
 
 async def test_keys_kept_in_the_database_before_the_key_store_still_read_rotate_and_erase(
@@ -193,29 +171,29 @@ async def test_keys_kept_in_the_database_before_the_key_store_still_read_rotate_
     """Migration: a key the database holds is read where it is; new threads' keys go apart."""
     stores = durable_stores
     async with stores.main.open(encryption=ring("k1")) as saver:
-        await _seed(saver, "old")
-        before = await _reads(saver, "old")
+        await seed_thread(saver, "old")
+        before = await reads_of(saver, "old")
     async with stores.open() as saver:
         store = store_for(saver)
-        assert await _reads(saver, "old") == before
+        assert await reads_of(saver, "old") == before
         old_key = await store.data_key("old")
         await store.append_step("old", {"kind": "more"})  # written under the same key
         assert await store.data_key("old") == old_key
         assert await _key_held(store, "old") == (True, False)
-        await _seed(saver, "new")
+        await seed_thread(saver, "new")
         assert await _key_held(store, "new") == (False, True)
 
         report = await rotate_keys(EncryptedSaver(saver.inner, ring("k2", "k1")))
         assert report.data_keys == 2  # one where it was, one in the key store
         rotated = EncryptedSaver(saver.inner, ring("k2"))
-        assert (await _reads(rotated, "old"))[1] == before[1]
+        assert (await reads_of(rotated, "old"))[1] == before[1]
 
         copied = await take_copy(stores.main, saver)
         await saver.adelete_thread("old")
         assert await _key_held(store, "old") == (False, False)
         # A copy taken while the key was still in the database holds it (documented).
         await restore_all(stores.main, saver, copied)
-        assert (await _reads(rotated, "old"))[1] == before[1]
+        assert (await reads_of(rotated, "old"))[1] == before[1]
 
 
 async def test_two_writers_creating_a_threads_key_at_once_agree(stores: Stores) -> None:
@@ -250,9 +228,9 @@ async def test_tether_erase_destroys_the_key_in_the_key_store(
         assert await _key_held(store, "gone") == (False, False)
         assert await _key_held(store, "kept") == (False, True)
         await restore_all(stores.main, saver, copied)
-        with pytest.raises(ErasedDataKeyError, match=_ERASED):
-            await saver.aget_tuple(_conf("gone"))
-        assert await saver.aget_tuple(_conf("kept")) is not None
+        with pytest.raises(ErasedDataKeyError, match=ERASED):
+            await saver.aget_tuple(conf("gone"))
+        assert await saver.aget_tuple(conf("kept")) is not None
 
 
 # -- configuration ------------------------------------------------------------------
@@ -274,6 +252,7 @@ async def test_the_environment_names_the_key_store_and_false_overrides_it(
     [
         ("sqlite:///{tmp}/keys.db", "only applies with encryption on"),
         ("sqlite:///{tmp}/main.db", "is the checkpointer's own database"),
+        ("sqlite:///{tmp}/../{name}/main.db", "is the checkpointer's own database"),
         ("memory://", "must both be memory:// or both be durable"),
         ("nope://keys", r"data-key store \(data_keys_url.*unknown checkpointer URL scheme"),
         ("sqlite:///{tmp}/missing/keys.db", r"data-key store \(data_keys_url.*does not exist"),
@@ -285,11 +264,29 @@ async def test_a_bad_key_store_is_refused_naming_the_problem(
     tmp_path: Path, option: Any, error: str
 ) -> None:
     main = f"sqlite:///{tmp_path / 'main.db'}"
-    url = option.format(tmp=tmp_path) if isinstance(option, str) else option
+    url = option.format(tmp=tmp_path, name=tmp_path.name) if isinstance(option, str) else option
     encryption = False if error.startswith("only") else ring("k1")
     with pytest.raises(ConfigurationError, match=error):
         async with open_checkpointer(main, encryption=encryption, data_keys_url=url):
             pass
+
+
+def test_sync_code_reaches_the_key_store(tmp_path: Path) -> None:
+    """open_checkpointer_sync: a sync graph, the sync record store and a sync delete."""
+    from tether import open_checkpointer_sync
+
+    main = f"sqlite:///{tmp_path / 'main.db'}"
+    keys = f"sqlite:///{tmp_path / 'keys.db'}"
+    with open_checkpointer_sync(main, encryption=ring("k1"), data_keys_url=keys) as saver:
+        build_graph(saver).invoke(first_input(), graph_config("t"))
+        store = store_for(saver)
+        store.sync.append_step("t", {"kind": "tool"})
+        assert store.key_records is not None
+        assert store.key_records.sync.get(THREAD_KEY_KIND, key_record("t")) is not None
+        assert store.sync.get(THREAD_KEY_KIND, key_record("t")) is None
+        assert store.sync.steps("t") == [{"kind": "tool"}]
+        saver.delete_thread("t")
+        assert store.key_records.sync.get(THREAD_KEY_KIND, key_record("t")) is None
 
 
 async def test_an_empty_environment_variable_is_refused(

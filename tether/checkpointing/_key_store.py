@@ -20,6 +20,7 @@ import weakref
 from collections.abc import AsyncIterator
 from contextlib import AsyncExitStack, asynccontextmanager
 from dataclasses import dataclass
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from tether.checkpointing._backends import BackendEntry, backend_named
@@ -93,14 +94,17 @@ def data_keys_url_for(option: str | bool | None) -> str | None:
     return option.strip()
 
 
+def _database(url: CheckpointerURL) -> tuple[str, str, str]:
+    """What names one database: a SQLite file by its resolved path."""
+    if url.backend == "sqlite" and url.path != ":memory:":
+        return url.backend, "", str(Path(url.path).expanduser().resolve())
+    return url.backend, url.where, url.path
+
+
 def _refuse(main: CheckpointerURL, keys: CheckpointerURL) -> None:
     """Refuse a key store that would not keep the keys apart, or would lose them."""
     where = f"the data-key store ({_SOURCE}) {redact(keys.url)!r}"
-    if keys.backend != "memory" and (keys.backend, keys.where, keys.path) == (
-        main.backend,
-        main.where,
-        main.path,
-    ):
+    if keys.backend != "memory" and _database(keys) == _database(main):
         raise ConfigurationError(
             f"{where} is the checkpointer's own database; point it at another database "
             "(the point of the key store is that a copy of the checkpointer's database "
