@@ -101,18 +101,23 @@ def _database(url: CheckpointerURL) -> tuple[str, str, str]:
     return url.backend, url.where, url.path
 
 
+def _durable(url: CheckpointerURL) -> bool:
+    """Whether what the URL stores outlives this process."""
+    return url.backend != "memory" and not (url.backend == "sqlite" and url.path == ":memory:")
+
+
 def _refuse(main: CheckpointerURL, keys: CheckpointerURL) -> None:
     """Refuse a key store that would not keep the keys apart, or would lose them."""
     where = f"the data-key store ({_SOURCE}) {redact(keys.url)!r}"
-    if keys.backend != "memory" and _database(keys) == _database(main):
+    if _durable(keys) and _database(keys) == _database(main):
         raise ConfigurationError(
             f"{where} is the checkpointer's own database; point it at another database "
             "(the point of the key store is that a copy of the checkpointer's database "
             "does not hold the keys), or unset it"
         )
-    if (keys.backend == "memory") != (main.backend == "memory"):
+    if _durable(keys) != _durable(main):
         raise ConfigurationError(
-            f"{where} and the checkpointer {redact(main.url)!r} must both be memory:// "
+            f"{where} and the checkpointer {redact(main.url)!r} must both be in memory "
             "or both be durable: keys kept in memory beside a durable store would be lost "
             "when this process exits, and every thread's data with them"
         )
