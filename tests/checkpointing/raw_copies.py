@@ -6,13 +6,17 @@ text, every Redis key of the test's prefix with ``DUMP``, the memory saver's
 dicts deep-copied. :func:`restore_thread` then writes the copy's rows of one
 thread back into the live store, *except* the thread's wrapped data key (the
 rows a replica, an export or a partial restore would bring back), without going
-through tether.
+through tether. :func:`restore_all` puts the whole copy back instead, every row
+of every table (every key of the prefix), replacing what is there: a full
+restore of the backup, data keys and all.
 """
 
 from __future__ import annotations
 
 import copy
 import sqlite3
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -83,7 +87,36 @@ async def restore_thread(
     return await _redis_restore(backend, raw.data)
 
 
+async def restore_all(backend: Backend, saver: BaseCheckpointSaver[Any], raw: RawCopy) -> int:
+    """Replace everything the live store holds with the whole copy; how many rows or keys."""
+    inner = innermost(saver)
+    if raw.backend == "memory":
+        return _memory_restore_all(inner, raw.data)
+    if raw.backend == "sqlite":
+        return _sqlite_restore_all(backend, raw.data)
+    if raw.backend == "postgres":
+        return await _postgres_restore_all(backend.url, raw.data)
+    return await _redis_restore_all(backend, raw.data)
+
+
 # -- memory ---------------------------------------------------------------------------
+
+
+def _memory_restore_all(inner: Any, data: dict[str, Any]) -> int:
+    driver: Any = store_for(inner).driver
+    targets = {
+        "storage": inner.storage,
+        "writes": inner.writes,
+        "blobs": inner.blobs,
+        "records": driver._records,
+        "steps": driver._steps,
+        "next_step": driver._next_step,
+        "chain": driver._chain,
+    }
+    for name, target in targets.items():
+        target.clear()
+        target.update(copy.deepcopy(data[name]))
+    return sum(len(data[name]) for name in targets)
 
 
 def _memory_restore(inner: Any, data: dict[str, Any], thread_id: str) -> int:
@@ -141,33 +174,54 @@ def _sqlite_restore(backend: Backend, copied: sqlite3.Connection, thread_id: str
     return count
 
 
+def _sqlite_restore_all(backend: Backend, copied: sqlite3.Connection) -> int:
+    path = backend.url.removeprefix("sqlite:///")
+    count = 0
+    tables = [
+        r[0]
+        for r in copied.execute(
+            "SELECT name FROM sqlite_master WHERE type='table' AND name NOT LIKE 'sqlite_%'"
+        )
+    ]
+    with sqlite3.connect(path, timeout=10) as live:
+        for table in tables:
+            live.execute(f'DELETE FROM "{table}"')
+            for row in copied.execute(f'SELECT * FROM "{table}"').fetchall():
+                live.execute(f'INSERT INTO "{table}" VALUES ({", ".join("?" * len(row))})', row)
+                count += 1
+    return count
+
+
 # -- postgres -------------------------------------------------------------------------
 
 
-async def _postgres_copy(url: str) -> dict[str, list[tuple[str, str]]]:
-    """Every row of every table holding a thread id, as (thread id, row text)."""
+async def _postgres_copy(url: str) -> dict[str, list[tuple[str | None, str]]]:
+    """Every row of every table, as (thread id or ``None``, row text)."""
     import psycopg
 
-    rows: dict[str, list[tuple[str, str]]] = {}
+    rows: dict[str, list[tuple[str | None, str]]] = {}
     async with await psycopg.AsyncConnection.connect(url, autocommit=True) as conn:
         cur = await conn.execute(
-            "SELECT table_name FROM information_schema.columns "
-            "WHERE column_name = 'thread_id' AND table_schema = 'public'"
+            "SELECT table_name, bool_or(column_name = 'thread_id') "
+            "FROM information_schema.columns WHERE table_schema = 'public' GROUP BY table_name"
         )
-        for (table,) in await cur.fetchall():
-            if not _copied(table):
-                continue
-            cur = await conn.execute(f'SELECT thread_id::text, t::text FROM "{table}" t')
+        for table, threaded in await cur.fetchall():
+            tid = "thread_id::text" if threaded else "NULL::text"
+            cur = await conn.execute(f'SELECT {tid}, t::text FROM "{table}" t')
             rows[table] = [(tid, text) for tid, text in await cur.fetchall()]
     return rows
 
 
-async def _postgres_restore(url: str, rows: dict[str, list[tuple[str, str]]], thread: str) -> int:
+async def _postgres_restore(
+    url: str, rows: dict[str, list[tuple[str | None, str]]], thread: str
+) -> int:
     import psycopg
 
     count = 0
     async with await psycopg.AsyncConnection.connect(url) as conn:
         for table, entries in rows.items():
+            if not _copied(table):
+                continue
             for tid, text in entries:
                 if tid != thread:
                     continue
@@ -177,11 +231,30 @@ async def _postgres_restore(url: str, rows: dict[str, list[tuple[str, str]]], th
                 assert values is not None
                 if table == "tether_records" and values[names.index("kind")] == KEY_KIND:
                     continue
-                await conn.execute(
-                    f'INSERT INTO "{table}" OVERRIDING SYSTEM VALUE SELECT (%s::"{table}").*',
-                    (text,),
-                )
-                count += 1
+                count += await _postgres_insert(conn, table, text)
+        await conn.commit()
+    return count
+
+
+async def _postgres_insert(conn: Any, table: str, text: str) -> int:
+    """Insert one row given as its text (identity columns kept as copied)."""
+    await conn.execute(
+        f'INSERT INTO "{table}" OVERRIDING SYSTEM VALUE SELECT (%s::"{table}").*', (text,)
+    )
+    return 1
+
+
+async def _postgres_restore_all(url: str, rows: dict[str, list[tuple[str | None, str]]]) -> int:
+    import psycopg
+
+    count = 0
+    async with await psycopg.AsyncConnection.connect(url) as conn:
+        # As pg_restore --disable-triggers does: foreign keys are checked by the copy's source.
+        await conn.execute("SET LOCAL session_replication_role = replica")
+        for table, entries in rows.items():
+            await conn.execute(f'DELETE FROM "{table}"')
+            for _, text in entries:
+                count += await _postgres_insert(conn, table, text)
         await conn.commit()
     return count
 
@@ -189,31 +262,41 @@ async def _postgres_restore(url: str, rows: dict[str, list[tuple[str, str]]], th
 # -- redis ----------------------------------------------------------------------------
 
 
-async def _redis_copy(backend: Backend) -> dict[bytes, bytes]:
+@asynccontextmanager
+async def _redis(backend: Backend) -> AsyncIterator[tuple[Any, list[bytes]]]:
+    """A client of the test's Redis, and every key of its prefix now."""
     from redis.asyncio import Redis
 
     client = Redis.from_url(backend.url)
     try:
-        return {
-            key: await client.dump(key)
-            async for key in client.scan_iter(match=f"{backend.key_prefix}*", count=1000)
-        }
+        prefix = f"{backend.key_prefix}*"
+        yield client, [k async for k in client.scan_iter(match=prefix, count=1000)]
     finally:
         await client.aclose()
+
+
+async def _redis_copy(backend: Backend) -> dict[bytes, bytes]:
+    async with _redis(backend) as (client, keys):
+        return {key: await client.dump(key) for key in keys}
 
 
 async def _redis_restore(backend: Backend, dumps: dict[bytes, bytes]) -> int:
     """RESTORE every copied key that is gone now (the erased thread's), but its data key."""
-    from redis.asyncio import Redis
-
-    client = Redis.from_url(backend.url)
     count = 0
-    try:
+    async with _redis(backend) as (client, live):
         for key, dumped in dumps.items():
-            if f":rec:{KEY_KIND}:".encode() in key or await client.exists(key):
+            if f":rec:{KEY_KIND}:".encode() in key or key in live:
                 continue
             await client.restore(key, 0, dumped)
             count += 1
-    finally:
-        await client.aclose()
     return count
+
+
+async def _redis_restore_all(backend: Backend, dumps: dict[bytes, bytes]) -> int:
+    """Delete every key of the prefix, then RESTORE every copied one."""
+    async with _redis(backend) as (client, live):
+        if live:
+            await client.delete(*live)
+        for key, dumped in dumps.items():
+            await client.restore(key, 0, dumped)
+    return len(dumps)

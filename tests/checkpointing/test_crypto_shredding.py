@@ -20,6 +20,7 @@ from tests.backends import Backend
 from tests.checkpointing.encryption_helpers import CANARY, build_graph, graph_config, ring
 from tests.checkpointing.encryption_helpers import graph_input as first_input
 from tests.checkpointing.raw_copies import restore_thread, take_copy
+from tests.checkpointing.shredding_helpers import ERASED, conf, reads_of, seed_thread
 from tether.checkpointing import binding
 from tether.checkpointing._encrypted import EncryptedSaver
 from tether.checkpointing.encryption import (
@@ -33,61 +34,37 @@ from tether.store import RecordStoreError, store_for
 from tether.store._data_keys import THREAD_KEY_KIND, key_record, load_data_key
 from tether.store._record import RawRecord, StepPayload
 
-_ERASED = r"data key 'd[0-9a-f]{16}', which this store does not hold: the thread was erased"
-
-
-def _conf(thread_id: str) -> Any:
-    return {"configurable": {"thread_id": thread_id}}
-
-
-async def _seed(saver: Any, thread_id: str) -> None:
-    """A paused run (checkpoints, pending writes), a record and a step."""
-    graph = build_graph(saver)
-    await graph.ainvoke(first_input(), graph_config(thread_id))
-    store = store_for(saver)
-    await store.insert("tool", f"{thread_id}|refund", {"card": CANARY}, thread_id=thread_id)
-    await store.append_step(thread_id, {"kind": "tool", "output": CANARY})
-
-
-async def _reads(saver: Any, thread_id: str) -> list[Any]:
-    store = store_for(saver)
-    return [
-        [t.checkpoint["channel_values"] async for t in saver.alist(_conf(thread_id))],
-        await store.get("tool", f"{thread_id}|refund"),
-        await store.steps(thread_id),
-    ]
-
 
 async def test_a_copy_taken_before_erasure_cannot_decrypt_the_erased_thread(
     backend: Backend,
 ) -> None:
     async with backend.open(encryption=ring("k1")) as saver:
-        await _seed(saver, "gone")
-        await _seed(saver, "kept")
+        await seed_thread(saver, "gone")
+        await seed_thread(saver, "kept")
         store = store_for(saver)
         assert await store.driver.get(THREAD_KEY_KIND, key_record("gone")) is not None
-        kept_before = await _reads(saver, "kept")
+        kept_before = await reads_of(saver, "kept")
         copied = await take_copy(backend, saver)
 
         await saver.adelete_thread("gone")  # what `tether erase` does to each thread
         assert await store.driver.get(THREAD_KEY_KIND, key_record("gone")) is None
         assert await restore_thread(backend, saver, copied, "gone") > 3
         # The ciphertext is back, the key is not: nothing of the thread opens.
-        assert await saver.inner.aget_tuple(_conf("gone")) is not None
-        with pytest.raises(ErasedDataKeyError, match=_ERASED):
-            await saver.aget_tuple(_conf("gone"))
+        assert await saver.inner.aget_tuple(conf("gone")) is not None
+        with pytest.raises(ErasedDataKeyError, match=ERASED):
+            await saver.aget_tuple(conf("gone"))
         with pytest.raises(ErasedDataKeyError, match=r"record 'tool' 'gone\|refund'"):
             await store.get("tool", "gone|refund")
         with pytest.raises(ErasedDataKeyError, match=r"step 0 of thread 'gone'"):
             await store.steps("gone")
-        assert await _reads(saver, "kept") == kept_before  # other threads are untouched
+        assert await reads_of(saver, "kept") == kept_before  # other threads are untouched
 
     # Another process, with the same key ring, cannot read it either.
     async with backend.open(encryption=ring("k1")) as other:
         if backend.name != "memory":
             with pytest.raises(ErasedDataKeyError):
-                await other.aget_tuple(_conf("gone"))
-            assert await _reads(other, "kept") == kept_before
+                await other.aget_tuple(conf("gone"))
+            assert await reads_of(other, "kept") == kept_before
 
 
 async def test_the_copy_itself_holds_only_a_wrapped_key_that_the_rotated_ring_cannot_open(
@@ -97,7 +74,7 @@ async def test_the_copy_itself_holds_only_a_wrapped_key_that_the_rotated_ring_ca
     if backend.name != "sqlite":
         pytest.skip("the file copy is SQLite's; the other backends' copies are rows")
     async with backend.open(encryption=ring("k1")) as saver:
-        await _seed(saver, "gone")
+        await seed_thread(saver, "gone")
         copied = await take_copy(backend, saver)
         await saver.adelete_thread("gone")
         assert isinstance(saver, EncryptedSaver)
@@ -115,23 +92,23 @@ async def test_the_copy_itself_holds_only_a_wrapped_key_that_the_rotated_ring_ca
 async def test_a_thread_written_again_after_erasure_gets_a_new_key(backend: Backend) -> None:
     async with backend.open(encryption=ring("k1")) as saver:
         store = store_for(saver)
-        await _seed(saver, "t")
+        await seed_thread(saver, "t")
         first = await store.data_key("t")
         copied = await take_copy(backend, saver)
         await saver.adelete_thread("t")
-        await _seed(saver, "t")  # the same objects again: no envelope of the old key reused
+        await seed_thread(saver, "t")  # the same objects again: no envelope of the old key reused
         second = await store.data_key("t")
         assert first is not None
         assert second is not None
         assert second.key_id != first.key_id
-        reads = await _reads(saver, "t")
+        reads = await reads_of(saver, "t")
         assert reads[1].value == {"card": CANARY}
         # The pre-erasure copy's rows do not open under the new key either.
         await saver.adelete_thread("t")
         await store.data_key("t", create=True)
         await restore_thread(backend, saver, copied, "t")
         with pytest.raises(TamperedCiphertextError, match="written before the thread was erased"):
-            await saver.aget_tuple(_conf("t"))
+            await saver.aget_tuple(conf("t"))
 
 
 async def test_values_written_before_data_keys_still_read_and_rotate(backend: Backend) -> None:
@@ -146,7 +123,7 @@ async def test_values_written_before_data_keys_still_read_and_rotate(backend: Ba
         old._data_key = no_data_key  # type: ignore[method-assign]  # as before this change
         graph = build_graph(old)
         await graph.ainvoke(first_input(), graph_config("legacy"))
-        raw = await old.inner.aget_tuple(_conf("legacy"))
+        raw = await old.inner.aget_tuple(conf("legacy"))
         assert raw is not None
         assert {v[4] for v in raw.checkpoint["channel_values"].values()} == {2}
         store = store_for(saver)
@@ -167,7 +144,7 @@ async def test_values_written_before_data_keys_still_read_and_rotate(backend: Ba
         )
         assert result["messages"][-1].content == "reviewer said: yes"
         assert await store.driver.get(THREAD_KEY_KIND, key_record("legacy")) is not None
-        before = await _reads(saver, "legacy")
+        before = await reads_of(saver, "legacy")
         assert before[1].value == {"card": CANARY}
         assert before[2] == [{"kind": "tool"}]
 
@@ -177,7 +154,7 @@ async def test_values_written_before_data_keys_still_read_and_rotate(backend: Ba
         assert report.steps == 1  # the old step; the new ones are under the data key
         again = await rotate_keys(EncryptedSaver(saver.inner, ring("k2", "k1")))
         assert (again.rewrapped, again.data_keys) == (0, 0)
-        assert await _reads(EncryptedSaver(saver.inner, ring("k2")), "legacy") == before
+        assert await reads_of(EncryptedSaver(saver.inner, ring("k2")), "legacy") == before
 
 
 def _resume() -> Any:
@@ -214,10 +191,10 @@ async def test_a_bad_data_key_record_is_refused_with_a_clear_error(backend: Back
 
 async def test_a_ring_that_did_not_wrap_the_key_cannot_use_it(backend: Backend) -> None:
     async with backend.open(encryption=ring("k1")) as saver:
-        await _seed(saver, "t")
+        await seed_thread(saver, "t")
         impostor = EncryptedSaver(saver.inner, KeyRing([("k1", b"\x07" * 32)]))
         with pytest.raises(WrongKeyError, match=r"record 'thread_key' 'thread:t'.*different key"):
-            await impostor.aget_tuple(_conf("t"))
+            await impostor.aget_tuple(conf("t"))
 
 
 def _empty() -> Any:
@@ -259,11 +236,11 @@ async def test_tether_erase_destroys_the_threads_data_key(
         assert await store.driver.get(THREAD_KEY_KIND, key_record("gone")) is None
         assert await store.driver.get(THREAD_KEY_KIND, key_record("kept")) is not None
         assert await restore_thread(backend, saver, copied, "gone") > 3
-        with pytest.raises(ErasedDataKeyError, match=_ERASED):
-            await saver.aget_tuple(_conf("gone"))
+        with pytest.raises(ErasedDataKeyError, match=ERASED):
+            await saver.aget_tuple(conf("gone"))
         with pytest.raises(ErasedDataKeyError):
             await store.steps("gone")
-        assert await saver.aget_tuple(_conf("kept")) is not None
+        assert await saver.aget_tuple(conf("kept")) is not None
 
 
 async def _encrypted(saver: Any) -> Any:

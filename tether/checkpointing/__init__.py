@@ -20,6 +20,7 @@ from tether._lazy import lazy_attributes
 from tether.checkpointing._backends import backend_of, known_backends
 from tether.checkpointing._cascade import check_run_ids
 from tether.checkpointing._delegating import DelegatingSaver, innermost
+from tether.checkpointing._key_store import ENV_DATA_KEYS_URL, KeyStore, key_store_of
 from tether.checkpointing._opener import open_checkpointer
 from tether.checkpointing._sync import open_checkpointer_sync
 from tether.checkpointing._url import SCHEMES, CheckpointerURL, parse_url, redact
@@ -52,6 +53,7 @@ if TYPE_CHECKING:
     from tether.checkpointing.rotation import RotationReport, rotate_keys
 
 __all__ = [
+    "ENV_DATA_KEYS_URL",
     "ENV_KEYS",
     "SCHEMES",
     "CheckpointerURL",
@@ -60,6 +62,7 @@ __all__ = [
     "EncryptionError",
     "ErasedDataKeyError",
     "KeyRing",
+    "KeyStore",
     "MissingKeyError",
     "PlaintextRefusedError",
     "RotationReport",
@@ -76,6 +79,7 @@ __all__ = [
     "innermost",
     "install_sqlite_fence",
     "key_ring_for",
+    "key_store_of",
     "known_backends",
     "lease_lost",
     "open_checkpointer",

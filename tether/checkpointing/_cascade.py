@@ -9,7 +9,8 @@ Checkpoints go first and records second. A crash in between leaves records
 without checkpoints, which the next delete of the same thread removes (both
 steps are idempotent). The other order could leave a resumable run whose
 recorded answers and tool claims are gone, and resuming it would ask the model
-again and repeat tool effects.
+again and repeat tool effects. With a data-key store (``data_keys_url``) the
+thread's data key is deleted there last, after its records.
 
 The deleting methods take collections of ids; :func:`check_ids` is the one
 check of those arguments, called once by each public method before anything

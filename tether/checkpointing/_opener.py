@@ -3,12 +3,13 @@
 from __future__ import annotations
 
 from collections.abc import AsyncIterator
-from contextlib import asynccontextmanager
+from contextlib import AsyncExitStack, asynccontextmanager
 from typing import Any
 
 from langgraph.checkpoint.base import BaseCheckpointSaver
 
 from tether.checkpointing._backends import BackendEntry, backend_named
+from tether.checkpointing._key_store import ENV_DATA_KEYS_URL, data_keys_url_for, open_key_store
 from tether.checkpointing._url import parse_url, redact
 from tether.checkpointing.encryption import ENV_KEYS, MissingKeyError, key_ring_for
 from tether.errors import ConfigurationError
@@ -51,7 +52,12 @@ async def open_checkpointer(url: str, **options: Any) -> AsyncIterator[BaseCheck
             require the keys from the environment; ``False`` to turn encryption
             off even when ``TETHER_ENCRYPTION_KEYS`` is set; by default the
             environment decides) and ``searchable_metadata`` (metadata keys to
-            keep in clear for ``list(filter=...)``).
+            keep in clear for ``list(filter=...)``). With encryption on:
+            ``data_keys_url``, the URL of a second store (any backend above)
+            that keeps the threads' wrapped data keys apart from their
+            ciphertext (by default ``TETHER_DATA_KEYS_URL``; ``False`` keeps
+            them in this store even when that is set; see docs/encryption.md,
+            crypto-shredding).
 
     Yields:
         A set-up ``BaseCheckpointSaver`` with every capability of LangGraph's
@@ -60,8 +66,9 @@ async def open_checkpointer(url: str, **options: Any) -> AsyncIterator[BaseCheck
         when encryption is on.
 
     Raises:
-        ConfigurationError: The URL or an option is malformed or unknown, or
-            ``TETHER_ENCRYPTION_KEYS`` is set but empty.
+        ConfigurationError: The URL or an option is malformed or unknown,
+            ``TETHER_ENCRYPTION_KEYS`` is set but empty, or a data-key store is
+            configured without encryption, or cannot be opened.
         MissingKeyError: Encryption is off but the store holds encrypted data
             (it is never opened unencrypted).
         MissingDependencyError: The backend's extra is not installed.
@@ -74,16 +81,25 @@ async def open_checkpointer(url: str, **options: Any) -> AsyncIterator[BaseCheck
             "searchable_metadata only applies with encryption on; set TETHER_ENCRYPTION_KEYS "
             "or pass encryption=KeyRing(...)"
         )
+    keys_url = data_keys_url_for(options.pop("data_keys_url", None))
+    if keys_url is not None and ring is None:
+        raise ConfigurationError(
+            f"a data-key store (data_keys_url / {ENV_DATA_KEYS_URL}) only applies with "
+            f"encryption on: set {ENV_KEYS} or pass encryption=KeyRing(...), or unset it"
+        )
     parsed = parse_url(url)
     backend = backend_named(parsed.backend)
     async with backend.open(parsed, **options) as saver:
         if ring is None:
             await _refuse_sealed_store(backend, saver, url)
             yield saver
-        else:
-            from tether.checkpointing._encrypted import EncryptedSaver
-            from tether.store import store_for
+            return
+        from tether.checkpointing._encrypted import EncryptedSaver
+        from tether.store import store_for
 
+        async with AsyncExitStack() as keys:
+            if keys_url is not None:
+                await keys.enter_async_context(open_key_store(keys_url, parsed, saver))
             layer = EncryptedSaver(saver, ring, searchable_metadata=searchable)
             # Loads (or creates) the store's keyed-hash secret, which also marks the
             # store as encrypted for a later open without a key.

@@ -14,6 +14,9 @@ and sealed with the active one, and the value itself is never deserialized.
 Values sealed under a thread's own data key (envelope version 3) are left as
 they are: the thread's data key, a record sealed by the ring, is what gets
 re-wrapped, so rotating costs one write per thread instead of one per value.
+With a data-key store (``data_keys_url``) the keys are re-wrapped there, and
+any key still kept in the checkpointer's own store (written before the
+data-key store was configured) where it is.
 Envelopes of format version 1 are re-sealed in the current format (and its
 binding) even when they already use the active key.
 
@@ -41,7 +44,9 @@ from langgraph.checkpoint.base import BaseCheckpointSaver
 from tether.checkpointing._backends import backend_of
 from tether.checkpointing._delegating import DelegatingSaver, innermost
 from tether.checkpointing._encrypted import EncryptedSaver
-from tether.checkpointing._rotators import Counts, ThreadPass
+from tether.checkpointing._key_store import key_store_of
+from tether.checkpointing._rotators import Counts, Rotator, ThreadPass
+from tether.checkpointing.encryption import KeyRing
 from tether.errors import ConfigurationError
 
 __all__ = ["RotationReport", "encrypted_layer", "rotate_keys"]
@@ -134,22 +139,34 @@ async def rotate_keys(
     entry = backend_of(backend)
     if entry is None:
         raise ConfigurationError(f"key rotation does not support {type(backend).__name__}")
-    rotator = entry.rotator_for(backend, store_for(layer).driver)
+    store = store_for(layer)
+    rotators = [entry.rotator_for(backend, store.driver)]
+    keys = key_store_of(backend)
+    if keys is not None and store.key_records is not None:  # the data keys kept apart
+        rotators.append(keys.entry.rotator_for(keys.saver, store.key_records.driver))
     report = RotationReport(active_key_id=layer.encryption.active_key_id)
-    threads = await rotator.threads()
+    listed = [set(await rotator.threads()) for rotator in rotators]
+    threads = sorted(set().union(*listed))
     if SECRET_THREAD in threads:  # the store's own records (its keyed-hash secret), first
         threads.remove(SECRET_THREAD)
-        one = ThreadPass(layer.encryption, SECRET_THREAD)
-        await rotator.rewrite(one)
-        report._add(one.counts)
+        report._add(await _rewrite(layer.encryption, SECRET_THREAD, rotators, listed))
     report.threads_total = len(threads)
     for thread_id in threads:
-        one = ThreadPass(layer.encryption, thread_id)
-        await rotator.rewrite(one)
+        report._add(await _rewrite(layer.encryption, thread_id, rotators, listed))
         drop_cached(frozenset({thread_id}))  # unwrapped keys held here are read again
-        report._add(one.counts)
         report.threads_done += 1
         report.thread_id = thread_id
         if progress is not None:
             progress(report)
     return report
+
+
+async def _rewrite(
+    ring: KeyRing, thread_id: str, rotators: list[Rotator], listed: list[set[str]]
+) -> Counts:
+    """Re-seal one thread in each store that lists it (the data-key store's last)."""
+    one = ThreadPass(ring, thread_id)
+    for rotator, threads in zip(rotators, listed, strict=True):
+        if thread_id in threads:
+            await rotator.rewrite(one)
+    return one.counts

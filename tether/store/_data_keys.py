@@ -14,6 +14,14 @@ its checkpoints (:mod:`tether.checkpointing._cascade`): from then on no copy of
 the thread's version-3 ciphertext (a replica, a dump, rows restored from a
 backup without the key record) can be read, with any key ring.
 
+A full backup of the store taken before the erasure holds the key record too.
+So that such a backup cannot decrypt an erased thread, the keys can live in a
+store of their own (``open_checkpointer(..., data_keys_url=...)`` or
+``TETHER_DATA_KEYS_URL``, see :mod:`tether.checkpointing._key_store`): new keys
+are created there, erasure deletes them there, and rotation rewraps them there.
+A key the store itself holds from before (written without a data-key store)
+is still read, rewrapped and erased where it is; it is never moved.
+
 Two workers writing a new thread at once converge on one key: the key is
 inserted put-if-absent and read back. Unwrapped keys of recently used threads
 are kept in memory per backend (bounded), dropped when the thread's records are
@@ -38,6 +46,7 @@ from tether.store._ownership import NO_RUN, on_forget
 
 if TYPE_CHECKING:
     from tether.store._record import RecordStore
+    from tether.store._types import Record
 
 __all__ = [
     "THREAD_KEY_KIND",
@@ -140,8 +149,24 @@ def drop_cached(thread_ids: frozenset[str] | None) -> None:
 on_forget(drop_cached)
 
 
+async def _stored_key(store: RecordStore, thread_id: str) -> Record | None:
+    """The thread's key record: in the data-key store, else in the store itself.
+
+    A key in the store itself was written before a data-key store was configured.
+    """
+    keys = store.key_records
+    record = None if keys is None else await keys.get(THREAD_KEY_KIND, key_record(thread_id))
+    if record is None:
+        record = await store.get(THREAD_KEY_KIND, key_record(thread_id))
+    return record
+
+
 async def load_data_key(store: RecordStore, thread_id: str, *, create: bool) -> DataKey | None:
     """The thread's data key from the store, creating it if ``create`` (put-if-absent).
+
+    With a data-key store (``data_keys_url``) the key is read there first, then
+    in ``store`` itself (a key written before the data-key store was
+    configured), and a new key is created in the data-key store.
 
     Returns ``None`` when the thread has none and ``create`` is false.
 
@@ -151,7 +176,7 @@ async def load_data_key(store: RecordStore, thread_id: str, *, create: bool) -> 
     """
     from tether.store._record import RecordStoreError  # record.py imports this module
 
-    record = await store.get(THREAD_KEY_KIND, key_record(thread_id))
+    record = await _stored_key(store, thread_id)
     if record is None:
         if not create:
             return None
@@ -162,12 +187,13 @@ async def load_data_key(store: RecordStore, thread_id: str, *, create: bool) -> 
             "created_at": time.time(),
         }
         # Two workers may race here: put-if-absent keeps one; the loser reads it back.
-        if await store.insert(
+        home = store.key_records or store
+        if await home.insert(
             THREAD_KEY_KIND, key_record(thread_id), value, thread_id=thread_id, run_id=NO_RUN
         ):
             store._data_keys.put(thread_id, fresh)
             return fresh
-        record = await store.get(THREAD_KEY_KIND, key_record(thread_id))
+        record = await home.get(THREAD_KEY_KIND, key_record(thread_id))
         if record is None:
             raise RecordStoreError(
                 f"the data key of thread {thread_id!r} was deleted while it was being created "

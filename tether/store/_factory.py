@@ -8,7 +8,13 @@ from typing import Any
 
 from langgraph.checkpoint.base import BaseCheckpointSaver
 
-from tether.checkpointing import DelegatingSaver, backend_of, innermost, known_backends
+from tether.checkpointing import (
+    DelegatingSaver,
+    backend_of,
+    innermost,
+    key_store_of,
+    known_backends,
+)
 from tether.errors import ConfigurationError
 from tether.store._record import Cipher, RecordDriver, RecordStore
 
@@ -41,11 +47,20 @@ def _driver(base: BaseCheckpointSaver[Any]) -> RecordDriver:
     return backend.record_driver_for(base)
 
 
+def _cached_driver(base: BaseCheckpointSaver[Any]) -> RecordDriver:
+    driver = _drivers.get(base)
+    if driver is None:
+        driver = _drivers[base] = _driver(base)
+    return driver
+
+
 def store_for(saver: BaseCheckpointSaver[Any]) -> RecordStore:
     """The record store on the same backend and connection as ``saver``.
 
     Delegating layers are unwrapped to find the backend; an encryption layer
     among them (an object with an ``encryption`` cipher) encrypts every value.
+    When the backend was opened with a data-key store (``data_keys_url``), the
+    threads' data keys are kept there (see :mod:`tether.store._data_keys`).
     The store is cached per saver object, so repeated calls are cheap.
 
     Args:
@@ -63,8 +78,7 @@ def store_for(saver: BaseCheckpointSaver[Any]) -> RecordStore:
         if store is not None:
             return store
         base = innermost(saver)
-        driver = _drivers.get(base)
-        if driver is None:
-            driver = _drivers[base] = _driver(base)
-        store = _stores[saver] = RecordStore(driver, _cipher(saver))
+        keys = key_store_of(base)
+        key_driver = None if keys is None else _cached_driver(keys.saver)
+        store = _stores[saver] = RecordStore(_cached_driver(base), _cipher(saver), key_driver)
         return store

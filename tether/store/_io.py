@@ -95,9 +95,10 @@ class StepThreadsRaw:
 
 @dataclass(frozen=True)
 class DeleteThreadRaw:
-    """``driver.delete_thread``."""
+    """``driver.delete_thread`` (of the data-key store's driver, if ``keys``)."""
 
     thread_id: str
+    keys: bool = False
 
 
 @dataclass(frozen=True)
@@ -161,7 +162,8 @@ def backend_call(op: BackendOp, store: RecordStore) -> Coroutine[Any, Any, Any]:
         case ChainRaw() | StepThreadsRaw():
             coro = driver.chain(op.thread_id) if isinstance(op, ChainRaw) else driver.step_threads()
         case DeleteThreadRaw():
-            coro = driver.delete_thread(op.thread_id)
+            target = (store.key_records or store).driver if op.keys else driver
+            coro = target.delete_thread(op.thread_id)
         case DeleteRunsRaw():
             coro = driver.delete_runs(op.run_ids)
         case LoadKeyedHash() | LoadDataKey():

@@ -86,7 +86,7 @@ def flow_for(store: RecordStore, op: Operation) -> Flow[Any]:  # noqa: PLR0912 -
         case IndexedSteps():
             flow = _indexed_steps(store, op.thread_id)
         case DeleteThread():
-            flow = _delete_thread(op)
+            flow = _delete_thread(store, op)
         case DeleteRuns():
             flow = _delete_runs(op)
         case KeyedHashOp():
@@ -231,9 +231,11 @@ def _step_threads() -> Flow[list[str]]:
     return threads
 
 
-def _delete_thread(op: DeleteThread) -> Flow[None]:
+def _delete_thread(store: RecordStore, op: DeleteThread) -> Flow[None]:
     thread = str(op.thread_id)
     yield DeleteThreadRaw(thread)
+    if store.key_records is not None:  # the data key last: see tether.checkpointing._cascade
+        yield DeleteThreadRaw(thread, keys=True)
     forget([thread])
 
 

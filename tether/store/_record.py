@@ -83,14 +83,27 @@ class RecordStore:
     Args:
         driver: The backend's storage operations.
         cipher: The encryption layer's cipher, or ``None`` to store plain JSON.
+        key_driver: The data-key store's driver, when the threads' data keys
+            are kept apart from this backend (``data_keys_url``).
     """
 
-    def __init__(self, driver: RecordDriver, cipher: Cipher | None = None) -> None:
+    def __init__(
+        self,
+        driver: RecordDriver,
+        cipher: Cipher | None = None,
+        key_driver: RecordDriver | None = None,
+    ) -> None:
         self._driver = driver
         self._codec = RecordCodec(cipher)
         self._keyed: KeyedHash | None = None
         self._data_keys = cache_for(driver, cipher)
+        self._key_records = None if key_driver is None else RecordStore(key_driver, cipher)
         self.sync = SyncRecordStore(self)
+
+    @property
+    def key_records(self) -> RecordStore | None:
+        """The data-key store, or ``None`` when data keys are kept in this store."""
+        return self._key_records
 
     @property
     def durable(self) -> bool:
