@@ -148,8 +148,13 @@ def _with_session(scope: dict[str, Any], request: Request, sessions: Sessions) -
 
 
 class Authentication:
-    """ASGI middleware: authenticate each HTTP request and put its :class:`Caller` in
-    ``request.state.tether_caller``; refuse it otherwise."""
+    """ASGI middleware: authenticate each HTTP request and WebSocket handshake and put
+    its :class:`Caller` in ``request.state.tether_caller``; refuse it otherwise.
+
+    A WebSocket handshake is authenticated from its headers as the ``GET`` it is; a
+    refused one is closed with code 1008 (policy violation), which uvicorn answers
+    with ``403`` before the socket opens.
+    """
 
     def __init__(self, app: Any, gate: Gate) -> None:
         self.app = app
@@ -157,8 +162,12 @@ class Authentication:
 
     async def __call__(self, scope: dict[str, Any], receive: Any, send: Any) -> None:
         path = scope.get("path", "")
-        if scope["type"] != "http" or path in OPEN_PATHS or path == LOGIN:
+        kind = scope["type"]
+        if kind not in ("http", "websocket") or path in OPEN_PATHS or path == LOGIN:
             await self.app(scope, receive, send)
+            return
+        if kind == "websocket":
+            await self._handshake(scope, receive, send)
             return
         authenticator = self.gate.authenticator
         request = Request(scope, receive)
@@ -167,24 +176,55 @@ class Authentication:
             scope = _with_session(scope, request, self.gate.sessions)
             request = Request(scope, receive)
         try:
-            if authenticator is None:
-                raise AuthError(503, "the server is starting")
-            found = await authenticator.authenticate(request)
+            found = await self._authenticate(request)
         except AuthError as exc:
             answer: Response = JSONResponse({"detail": exc.detail}, exc.status, headers=exc.headers)
             if inbox and exc.status == 401:
                 answer = RedirectResponse(LOGIN, 303)  # a person: to the login page
             await answer(scope, receive, send)
             return
+        except _Broken as exc:
+            await JSONResponse({"detail": str(exc)}, 503)(scope, receive, send)
+            return
+        await self.app(_as_caller(scope, found), _replayed(request, receive), send)
+
+    async def _handshake(self, scope: dict[str, Any], receive: Any, send: Any) -> None:
+        as_get = {**scope, "type": "http", "method": "GET", "http_version": "1.1"}
+        try:
+            found = await self._authenticate(Request(as_get, _no_body))
+        except (AuthError, _Broken) as exc:
+            log.info("refused a WebSocket handshake to %s: %s", scope.get("path", ""), exc)
+            await send({"type": "websocket.close", "code": 1008})
+            return
+        await self.app(_as_caller(scope, found), receive, send)
+
+    async def _authenticate(self, request: Request) -> Caller:
+        authenticator = self.gate.authenticator
+        try:
+            if authenticator is None:
+                raise AuthError(503, "the server is starting")
+            return await authenticator.authenticate(request)
+        except AuthError:
+            raise
         except Exception as exc:  # the key store's database is down, …: refused, named
             log.exception("authenticating a request failed")
-            detail = f"authentication failed ({type(exc).__name__}); see the server log"
-            await JSONResponse({"detail": detail}, 503)(scope, receive, send)
-            return
-        scope.setdefault("state", {})["tether_caller"] = found
-        scope["user"] = found.user  # request.user, as Starlette's AuthenticationMiddleware sets it
-        scope["auth"] = AuthCredentials(list(found.roles))
-        await self.app(scope, _replayed(request, receive), send)
+            name = type(exc).__name__
+            raise _Broken(f"authentication failed ({name}); see the server log") from exc
+
+
+class _Broken(Exception):
+    """Authenticating failed for a reason of the server's own (answered ``503``)."""
+
+
+async def _no_body() -> dict[str, Any]:
+    return {"type": "http.request", "body": b"", "more_body": False}
+
+
+def _as_caller(scope: dict[str, Any], found: Caller) -> dict[str, Any]:
+    scope.setdefault("state", {})["tether_caller"] = found
+    scope["user"] = found.user  # request.user, as Starlette's AuthenticationMiddleware sets it
+    scope["auth"] = AuthCredentials(list(found.roles))
+    return scope
 
 
 class AuthenticatedRoutes:

@@ -89,9 +89,11 @@ class CustomAuth:
         except HTTPException as exc:
             raise AuthError(exc.status_code, str(exc.detail), dict(exc.headers or {})) from None
         except Exception as exc:
+            # The message may carry a secret or a backend's internals: the log has it,
+            # the caller gets the exception's type only.
             log.exception("the auth.path authenticate handler raised")
             raise AuthError(
-                500, f"the authenticate handler raised {type(exc).__name__}: {exc}"
+                500, f"the authenticate handler failed ({type(exc).__name__}); see the server log"
             ) from None
         return _caller(user)
 
