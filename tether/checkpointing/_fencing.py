@@ -74,6 +74,8 @@ _READ_SCOPE_SQL = f"SELECT set_config('{RUN_SCOPE_SETTING}', %s, true)"
 # its Sync) is not "idle in transaction" to the server, so only a transaction
 # timeout (PostgreSQL 17+) frees the row; a fenced write never needs this long.
 FENCED_TRANSACTION_TIMEOUT_MS = 10_000
+# PostgreSQL 17+: the transaction's timeout, set by the fence check's own statement.
+_TIMEOUT_SQL = f", set_config('transaction_timeout', '{FENCED_TRANSACTION_TIMEOUT_MS}', true)"
 FENCE_SQLSTATE = "TL001"  # raised by tether_assert_fence (PostgreSQL)
 FENCE_LOST = "tether_fence_lost"  # raised by the TEMP triggers (SQLite)
 
@@ -144,13 +146,14 @@ async def assert_fence(cur: Any) -> None:
     fence = transaction_fence()
     if fence is None:
         return
-    if cur.connection.info.server_version >= 170000:
-        await cur.execute(f"SET LOCAL transaction_timeout = {FENCED_TRANSACTION_TIMEOUT_MS}")
+    # One statement, not two: every fenced transaction of a run sends it.
+    timeout = cur.connection.info.server_version >= 170000
     scope = run_scope(fence)
     if fence.secret:
-        await cur.execute(ASSERT_LEASE_SQL, (fence.run_id, fence.token, fence.secret, scope))
+        sql, params = ASSERT_LEASE_SQL, (fence.run_id, fence.token, fence.secret, scope)
     else:
-        await cur.execute(ASSERT_FENCE_SQL, (fence.run_id, fence.token, scope))
+        sql, params = ASSERT_FENCE_SQL, (fence.run_id, fence.token, scope)
+    await cur.execute(sql + _TIMEOUT_SQL if timeout else sql, params)
 
 
 def run_scope(fence: Fence) -> str:
