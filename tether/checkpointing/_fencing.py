@@ -149,6 +149,7 @@ async def assert_fence(cur: Any) -> None:
     # One statement, not two: every fenced transaction of a run sends it.
     timeout = cur.connection.info.server_version >= 170000
     scope = run_scope(fence)
+    params: tuple[Any, ...]
     if fence.secret:
         sql, params = ASSERT_LEASE_SQL, (fence.run_id, fence.token, fence.secret, scope)
     else:

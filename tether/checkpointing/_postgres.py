@@ -15,7 +15,9 @@ pipeline as the read, so it costs no round trip.
 from __future__ import annotations
 
 import asyncio
+import logging
 import math
+import time
 from collections.abc import AsyncIterator, Sequence
 from contextlib import AbstractAsyncContextManager, asynccontextmanager, nullcontext
 from typing import Any
@@ -67,7 +69,17 @@ __all__ = [
 _OPTIONS = {"min_size", "max_size", "connect_timeout"}
 _SETUP_ATTEMPTS = 20
 # Serialises open_postgres' setup across processes (see _set_up_alone).
+log = logging.getLogger(__name__)
+
 _SETUP_LOCK = 0x7E7E_5702
+_SETUP_WAIT_WARNING = 10.0  # seconds waited for the setup lock before saying who holds it
+# The backend holding the (bigint-keyed) session advisory lock: its pid, state,
+# seconds in that state, and application name.
+_SETUP_HOLDER = """SELECT a.pid, a.state, extract(epoch FROM now() - a.state_change)::float8,
+       a.application_name
+  FROM pg_locks l JOIN pg_stat_activity a ON a.pid = l.pid
+ WHERE l.locktype = 'advisory' AND l.granted AND l.objsubid = 1
+   AND ((l.classid::bigint << 32) | l.objid::bigint) = %s"""
 # What a concurrent run of the same migration raises (two CREATE INDEX
 # CONCURRENTLY on one table wait for each other; the server aborts one).
 _SETUP_RACES = (
@@ -462,10 +474,41 @@ async def _set_up_alone(saver: PostgresSaver, conn: psycopg.AsyncConnection[Any]
     """
     if await saver.migrated():
         return
+    began = time.monotonic()
+    warn_at = began + _SETUP_WAIT_WARNING
     while True:
         cur = await conn.execute("SELECT pg_try_advisory_lock(%s)", (_SETUP_LOCK,))
         row = await cur.fetchone()
         if row is not None and row[0]:
             break
+        if time.monotonic() >= warn_at:
+            await _warn_setup_wait(conn, time.monotonic() - began)
+            warn_at = time.monotonic() + 6 * _SETUP_WAIT_WARNING
         await asyncio.sleep(0.05)
     await saver.setup()
+
+
+async def _warn_setup_wait(conn: psycopg.AsyncConnection[Any], waited: float) -> None:
+    """Log who holds the checkpoint setup lock this process has waited ``waited`` s for.
+
+    The lock is a session lock (see :func:`_set_up_alone`), so a holder that is
+    stopped between its setup statements keeps it with no server-side timeout:
+    the warning names its backend, what it is doing and since when, and how an
+    operator ends it.
+    """
+    cur = await conn.execute(_SETUP_HOLDER, (_SETUP_LOCK,))
+    holder = await cur.fetchone()
+    if holder is None:
+        return
+    pid, state, idle, application = holder
+    log.warning(
+        "waited %.0f s to set up the checkpoint tables: PostgreSQL backend %s (application "
+        "%r) holds tether's setup lock and is %s, unchanged for %.0f s. If the process "
+        "setting up is stopped or hung, end it, or run SELECT pg_terminate_backend(%s)",
+        waited,
+        pid,
+        application or "",
+        state or "unknown",
+        idle or 0.0,
+        pid,
+    )

@@ -15,6 +15,7 @@ import sqlite3
 import time
 from typing import Any, NamedTuple
 
+from tether._pg_setup import lock_for_setup
 from tether.runtime.errors import RuntimeSchemaError
 from tether.runtime.store import schema_postgres, schema_retention, schema_sqlite
 
@@ -95,7 +96,7 @@ async def apply_postgres(conn: Any) -> int:
         return current
     while True:
         async with conn.transaction():
-            await conn.execute(_PG_LOCK)
+            await lock_for_setup(conn.execute, _PG_LOCK)
             await conn.execute(_PG_TABLE)
             cur = await conn.execute(_CURRENT)
             row = await cur.fetchone()

@@ -35,6 +35,7 @@ import re
 from dataclasses import dataclass
 from typing import Any
 
+from tether._pg_setup import lock_for_setup
 from tether.errors import ConfigurationError
 from tether.runtime.worker_leases import LEASE_FUNCTIONS, LEASE_TABLE, SCOPE_PARTS
 
@@ -246,7 +247,7 @@ async def grant_worker_role(url: str, role: str, *, password: str | None = None)
     conninfo = url.replace("postgres://", "postgresql://", 1)
     async with await psycopg.AsyncConnection.connect(conninfo, autocommit=True) as conn:
         async with conn.transaction():
-            await conn.execute(_LOCK)
+            await lock_for_setup(conn.execute, _LOCK)
             created = await _ensure_role(conn, role, password)
             await _check_role(conn, role)
             await _install(conn, role)

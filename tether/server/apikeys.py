@@ -25,6 +25,7 @@ from typing import Any
 
 import orjson
 
+from tether._pg_setup import lock_for_setup
 from tether.checkpointing import abort_idle_transactions, parse_url, redact
 from tether.errors import ConfigurationError
 from tether.runtime import InvalidRunRequestError, ids
@@ -34,6 +35,7 @@ __all__ = ["ApiKey", "KeyStore", "NewKey", "open_key_store"]
 _KEY = re.compile(r"tk_([0-9a-f]{12})_[A-Za-z0-9_-]{43}")
 _MAX_FIELD = 256
 
+_PG_LOCK = "SELECT pg_advisory_xact_lock(hashtextextended('tether.api_keys', 0))"
 _PG_TABLE = """CREATE TABLE IF NOT EXISTS tether_api_keys (
     key_id      TEXT PRIMARY KEY,
     key_sha256  TEXT NOT NULL,
@@ -239,9 +241,7 @@ async def open_key_store(url: str) -> AsyncIterator[KeyStore]:
     await pool.open(wait=True, timeout=10)
     try:
         async with pool.connection() as conn, conn.transaction():
-            await conn.execute(
-                "SELECT pg_advisory_xact_lock(hashtextextended('tether.api_keys', 0))"
-            )
+            await lock_for_setup(conn.execute, _PG_LOCK)
             await conn.execute(_PG_TABLE)
         yield KeyStore(_Postgres(pool))
     finally:

@@ -25,6 +25,7 @@ from langgraph.checkpoint.postgres import _ainternal
 from psycopg.rows import dict_row
 from psycopg_pool import AsyncConnectionPool
 
+from tether._pg_setup import lock_for_setup
 from tether.checkpointing import assert_fence, fence_errors, scope_reads, transaction_fence
 from tether.store._chain import ChainRow, merge_rows
 from tether.store._step_index import WRITTEN, IndexGuesses
@@ -116,6 +117,7 @@ _COLUMNS = "kind, key, thread_id, value, created_at, run_id"
 _INSERT = f"INSERT INTO tether_records ({_COLUMNS}) VALUES (%s, %s, %s, %s, %s, %s) "
 # Serialises schema creation across processes (CREATE ... IF NOT EXISTS can race).
 _SETUP_LOCK = 0x7E7E_5701
+_SETUP_LOCK_SQL = "SELECT pg_advisory_xact_lock(%s)"
 # The last objects _SCHEMA creates: all present, the schema is complete.
 _COMPLETE = (
     "SELECT to_regclass('tether_records_run') IS NOT NULL "
@@ -223,7 +225,9 @@ class PostgresDriver:
                 self._ready = True
                 return
             async with self._cursor(setup=False) as cur, cur.connection.transaction():
-                await cur.execute("SELECT pg_advisory_xact_lock(%s)", (_SETUP_LOCK,))
+                await lock_for_setup(
+                    cur.execute, "SELECT pg_advisory_xact_lock(%s)", (_SETUP_LOCK,)
+                )
                 for sql in _SCHEMA:
                     await cur.execute(sql)
             self._ready = True
