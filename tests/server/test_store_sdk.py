@@ -138,3 +138,21 @@ async def test_items_written_before_tenant_roots_belong_to_the_default_tenant(
     with serving(old_store, tmp_path) as again:  # adopting twice moves nothing twice
         item = await get_client(url=again.base).store.get_item(["notes", "old"], "k")
         assert item["namespace"] == ["notes", "old"]
+
+
+async def test_graphs_get_the_store_the_api_serves(client: LangGraphClient) -> None:
+    """A graph's ``store`` (async node) and ``get_store()`` (sync node) are the API's items."""
+    user = f"u{uuid.uuid4().hex}"
+    await client.store.put_item(["memories", user], "from-api", {"user": user})
+
+    first = await client.runs.wait(None, "memory", input={"text": user, "n": 1}, raise_error=True)
+    assert first["answer"] == ["from-api"]  # read through the node's store
+    assert first["trace"] == ["recalled", "remembered"]
+    stored = await client.store.get_item(["memories", user], "fact1")  # written by a sync node
+    assert (stored["namespace"], stored["value"]) == (["memories", user], {"user": user})
+
+    # Another thread of the same tenant sees what the first run stored.
+    second = await client.runs.wait(None, "memory", input={"text": user, "n": 2})
+    assert second["answer"] == ["fact1", "from-api"]
+    spaces = await client.store.list_namespaces(prefix=["memories", user])
+    assert spaces["namespaces"] == [["memories", user]]

@@ -19,7 +19,7 @@ import asyncio
 import contextlib
 import logging
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, cast
 
 from langchain_core.runnables import RunnableConfig
@@ -44,6 +44,7 @@ from tether.runtime._timeouts import (
 from tether.runtime.compensations import CONTINUES, continue_compensation, summary
 from tether.runtime.context import RunContext
 from tether.runtime.errors import FenceLostError
+from tether.runtime.graph_store import SharedStore, TenantStore
 from tether.runtime.models import Run
 from tether.runtime.project import Project
 from tether.runtime.saver import RunSaver
@@ -89,6 +90,19 @@ class Execution:
     saver: RunSaver
     worker_id: str
     on_event: Callable[[], None] | None = None
+    graph_store: SharedStore | None = None
+    """LangGraph's store, given to every graph as one tenant's (see ``graph_store``)."""
+    _tenant_stores: dict[str, TenantStore] = field(default_factory=dict, repr=False)
+
+    def _store_of(self, tenant: str) -> TenantStore | None:
+        """The run's tenant's store: one per tenant, so its graphs are bound once."""
+        if self.graph_store is None:
+            return None
+        found = self._tenant_stores.get(tenant)
+        if found is None:
+            loop = asyncio.get_running_loop()
+            found = self._tenant_stores[tenant] = TenantStore(self.graph_store, tenant, loop)
+        return found
 
     async def run(self, claim: Claim, ctx: RunContext) -> Run | None:
         """Execute ``claim`` to an outcome and write it; ``None`` when the run was lost."""
@@ -122,7 +136,10 @@ class Execution:
         config = self._config(run, ctx)
         try:
             async with self.project.graph(
-                run.graph_id, cast(RunnableConfig, config), self.saver
+                run.graph_id,
+                cast(RunnableConfig, config),
+                self.saver,
+                store=self._store_of(run.tenant_id),
             ) as loaded:
                 if CONTINUES in run.kwargs:  # a person decided: continue compensating
                     return await continue_compensation(self.store, loaded, run, config, ctx)

@@ -40,6 +40,7 @@ from tether.checkpointing import ENV_KEYS, drop_fence, hold_fence, innermost, op
 from tether.runtime.context import RunContext
 from tether.runtime.errors import FenceLostError
 from tether.runtime.execution import Execution
+from tether.runtime.graph_store import SharedStore
 from tether.runtime.ids import new_worker_id, system_assistant_id
 from tether.runtime.notify import Notifier, PostgresNotifier, SqliteNotifier
 from tether.runtime.project import Project
@@ -184,7 +185,10 @@ class Worker:
             notifier = notifier_for(self.url, store)
             await notifier.start()
             saver = RunSaver(base)
-            execution = Execution(store, self.project, saver, self.worker_id)
+            graph_store = SharedStore(self.url)  # opened when a graph first uses it
+            execution = Execution(
+                store, self.project, saver, self.worker_id, graph_store=graph_store
+            )
             await register_graphs(store, self.project.graph_ids)
             await store.register_worker(
                 WorkerInfo(
@@ -220,6 +224,7 @@ class Worker:
                     with contextlib.suppress(asyncio.CancelledError, TimeoutError):
                         await asyncio.wait_for(scheduling, self.shutdown_grace)
                 await notifier.aclose()
+                await graph_store.aclose()
                 with contextlib.suppress(Exception):
                     await store.unregister_worker(self.worker_id)
 

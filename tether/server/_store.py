@@ -24,8 +24,6 @@ filter it returns is not applied (items have no metadata), as in LangGraph.
 
 from __future__ import annotations
 
-import asyncio
-import contextlib
 import re
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -35,8 +33,7 @@ from fastapi import APIRouter, Depends, Query, Request, Response
 from langgraph.store.base import BaseStore, Item
 from pydantic import BaseModel, ConfigDict, Field
 
-from tether.checkpointing import parse_url
-from tether.runtime import ids
+from tether.runtime import graph_store, ids
 from tether.server._caller import Caller, caller
 from tether.server._custom_auth import CustomAuth
 from tether.server._errors import ApiError
@@ -46,42 +43,11 @@ __all__ = ["StoreHolder", "router"]
 router = APIRouter(tags=["store"])
 
 
-class StoreHolder:
-    """The app's store, opened on first use (one per app)."""
+class StoreHolder(graph_store.SharedStore):
+    """The app's store, opened on first use (one per app); adopts rootless items on opening."""
 
-    def __init__(self, url: str) -> None:
-        self._url = url
-        self._stack = contextlib.AsyncExitStack()
-        self._store: BaseStore | None = None
-        self._lock = asyncio.Lock()
-
-    async def get(self) -> BaseStore:
-        """The store, opened and set up the first time."""
-        async with self._lock:
-            if self._store is None:
-                parsed = parse_url(self._url)
-                store: Any
-                if parsed.backend == "postgres":
-                    from langgraph.store.postgres.aio import AsyncPostgresStore
-
-                    store = await self._stack.enter_async_context(
-                        AsyncPostgresStore.from_conn_string(self._url)
-                    )
-                else:
-                    from langgraph.store.sqlite.aio import AsyncSqliteStore
-
-                    store = await self._stack.enter_async_context(
-                        AsyncSqliteStore.from_conn_string(parsed.sqlite_path)
-                    )
-                await store.setup()
-                await _adopt_rootless_items(store, parsed.backend)
-                self._store = store
-            return self._store
-
-    async def aclose(self) -> None:
-        """Close the store's connections, if it was opened."""
-        self._store = None
-        await self._stack.aclose()
+    async def opened(self, store: BaseStore, backend: str) -> None:
+        await _adopt_rootless_items(store, backend)
 
 
 async def _adopt_rootless_items(store: Any, backend: str) -> None:

@@ -9,8 +9,10 @@ from typing import Annotated, Any
 from langchain_core.language_models.fake_chat_models import GenericFakeChatModel
 from langchain_core.messages import AIMessage
 from langchain_core.runnables import RunnableConfig
+from langgraph.config import get_store
 from langgraph.graph import END, START, StateGraph
 from langgraph.graph.message import add_messages
+from langgraph.store.base import BaseStore
 from langgraph.types import interrupt
 from typing_extensions import TypedDict
 
@@ -163,3 +165,33 @@ gated = _gated()
 def broken() -> Any:
     """A graph factory that fails, as one missing its configuration does."""
     raise RuntimeError("AGENT_API_KEY is not set")
+
+
+async def _recall(state: State, *, store: BaseStore) -> dict[str, Any]:
+    """Async node: what the store holds for the user, through the node's ``store``."""
+    user = state.get("text", "")
+    found = await store.asearch(("memories", user), limit=50)
+    return {"answer": sorted(item.key for item in found), "trace": ["recalled"]}
+
+
+def _remember(state: State) -> dict[str, Any]:
+    """Sync node: stores one more memory through ``get_store()`` and the sync API."""
+    user = state.get("text", "")
+    store = get_store()
+    store.put(("memories", user), f"fact{state.get('n', 0)}", {"user": user})
+    assert store.get(("memories", user), f"fact{state.get('n', 0)}") is not None
+    return {"trace": ["remembered"]}
+
+
+def _memory() -> Any:
+    """Long-term memory as LangGraph's server gives it: the graph's store."""
+    graph = StateGraph(State)
+    graph.add_node("recall", _recall)
+    graph.add_node("remember", _remember)
+    graph.add_edge(START, "recall")
+    graph.add_edge("recall", "remember")
+    graph.add_edge("remember", END)
+    return graph.compile()
+
+
+memory = _memory()
