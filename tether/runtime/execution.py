@@ -123,10 +123,18 @@ class Execution:
             await self._hand_back_if_still_held(hold)
             return None
         try:
-            await self._flush(ctx, hold)
             if isinstance(outcome, str):  # "release"
+                await self._flush(ctx, hold)
                 return await self.store.release(hold, reason="worker stopping")
-            return await self.store.finish(hold, outcome)
+            # The last events go in the outcome's own transaction: one write, not two.
+            batch = ctx.events.take()
+            try:
+                return await self.store.finish(
+                    hold, outcome, [NewEvent(e.kind, e.data, e.ns) for e in batch]
+                )
+            except BaseException:
+                ctx.events.put_back(batch)
+                raise
         except (FenceLostError, LeaseLostError):
             log.warning("run %s: lease lost before its outcome was written", run.run_id)
             return None

@@ -7,8 +7,8 @@ import asyncio
 import pytest
 
 from tests.runtime.store.actions import claim_one, create
-from tether.runtime.errors import InvalidRunRequestError
-from tether.runtime.store import NewEvent, RunStore
+from tether.runtime.errors import FenceLostError, InvalidRunRequestError
+from tether.runtime.store import NewEvent, Outcome, RunStore
 
 
 async def test_seqs_stay_gap_free_with_concurrent_writers(
@@ -86,3 +86,39 @@ async def test_bad_paging_is_refused(
     run = await create(store)
     with pytest.raises(InvalidRunRequestError, match=message):
         await store.events(run.run_id, **options)
+
+
+async def test_finish_writes_the_last_events_then_run_finished_in_its_transaction(
+    store: RunStore,
+) -> None:
+    await create(store)
+    claim = await claim_one(store)
+    run_id = claim.run.run_id
+    await store.append_events(claim.hold, [NewEvent("values", {"i": 0})])
+    last = [NewEvent("values", {"i": 1}), NewEvent("updates", {"i": 2}, "child:1")]
+    done = await store.finish(claim.hold, Outcome("success", "idle"), last)
+    events = await store.events(run_id, limit=100)
+    assert [e.seq for e in events] == list(range(1, len(events) + 1))
+    assert [(e.kind, e.data, e.ns) for e in events[-4:-1]] == [
+        ("values", {"i": 0}, ""),
+        ("values", {"i": 1}, ""),
+        ("updates", {"i": 2}, "child:1"),
+    ]
+    assert events[-1].kind == "run.finished"
+    assert {e.fence for e in events[-4:]} == {claim.hold.fence}
+    assert done.last_seq == len(events)
+    assert done.status == "success"
+
+
+async def test_a_finish_refused_for_a_lost_fence_writes_none_of_its_events(
+    store: RunStore,
+) -> None:
+    await create(store)
+    claim = await claim_one(store)
+    run_id = claim.run.run_id
+    stale = claim.hold._replace(fence=claim.hold.fence + 1)
+    with pytest.raises(FenceLostError):
+        await store.finish(stale, Outcome("success", "idle"), [NewEvent("values", {"i": 1})])
+    events = await store.events(run_id, limit=100)
+    assert all(e.kind not in {"values", "run.finished"} for e in events)
+    assert (await store.get_run(run_id)).status == "running"

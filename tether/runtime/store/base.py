@@ -399,8 +399,9 @@ class RunStore(Protocol):
         Raises ``FenceLostError`` (nothing written) when the fence moved on.
         """
 
-    async def finish(self, hold: Hold, outcome: Outcome) -> Run:
-        """Write a held run's outcome, free its thread, append ``run.finished`` (§3.3.5).
+    async def finish(self, hold: Hold, outcome: Outcome, events: Sequence[NewEvent] = ()) -> Run:
+        """Write a held run's outcome, free its thread, append ``events`` and then
+        ``run.finished`` (§3.3.5), in one transaction.
 
         Raises ``FenceLostError`` (nothing written) when the fence moved on.
         """

@@ -146,7 +146,7 @@ UPDATE tether_runs
        waiting_on = %(waiting_on)s::jsonb, error = %(error)s, ended_reason = %(reason)s,
        ended_at = CASE WHEN %(status)s = 'interrupted' THEN NULL ELSE now() END,
        input = NULL, input_kind = 'none',
-       last_seq = last_seq + 1, updated_at = now()
+       last_seq = last_seq + %(bump)s, updated_at = now()
  WHERE run_id = %(run)s AND fence = %(fence)s AND status = 'running'
 RETURNING *"""
 _RELEASE_THREAD = """
@@ -412,9 +412,9 @@ class PostgresWorkerPlane:
             )
         return self.rows.run(row)
 
-    async def finish(self, hold: Hold, outcome: Outcome) -> Run:
+    async def finish(self, hold: Hold, outcome: Outcome, events: Sequence[NewEvent] = ()) -> Run:
         async with self._ending(hold), self._tx() as cur:
-            return await self._finish_in(cur, hold, outcome)
+            return await self._finish_in(cur, hold, outcome, events)
 
     @asynccontextmanager
     async def _ending(self, hold: Hold) -> AsyncIterator[None]:
@@ -431,21 +431,23 @@ class PostgresWorkerPlane:
         if hold.secret and self._leases.get(hold.run_id, (0, ""))[1] == hold.secret:
             del self._leases[hold.run_id]
 
-    async def _finish_in(self, cur: Cursor, hold: Hold, outcome: Outcome) -> Run:
+    async def _finish_in(
+        self, cur: Cursor, hold: Hold, outcome: Outcome, events: Sequence[NewEvent] = ()
+    ) -> Run:
         await self._enter(cur, hold)
         # Notifications go out at commit; ENDED reads the thread's queue while the lease
         # still scopes a worker role to it (once the run has ended, the role sees no row).
         await cur.execute(ENDED, {"run": hold.run_id, "thread": hold.thread_id})
-        params = finish_params(hold, outcome, self.rows.sealer)
+        written = [*events, NewEvent("run.finished", finished_data(outcome))]
+        params = {**finish_params(hold, outcome, self.rows.sealer), "bump": len(written)}
         await cur.execute(_FINISH_THREAD, params)
         await cur.execute(_FINISH_RUN, params)
         row = await self._fenced_row(cur, hold)
-        finished = NewEvent("run.finished", finished_data(outcome))
         await insert_events(
             cur,
             hold.run_id,
-            int(row["last_seq"]) - 1,
-            [finished],
+            int(row["last_seq"]) - len(written),
+            written,
             self.rows.sealer,
             fence=hold.fence,
             worker=hold.worker_id,

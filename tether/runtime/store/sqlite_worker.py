@@ -80,7 +80,7 @@ UPDATE tether_runs
    SET status = :status, worker_id = NULL, lease_expires_at = NULL,
        waiting_on = :waiting_on, error = :error, ended_reason = :reason,
        ended_at = CASE WHEN :status = 'interrupted' THEN NULL ELSE :now END,
-       input = NULL, input_kind = 'none', last_seq = last_seq + 1, updated_at = :now
+       input = NULL, input_kind = 'none', last_seq = last_seq + :bump, updated_at = :now
  WHERE run_id = :run AND fence = :fence AND status = 'running'
 RETURNING *"""
 _RELEASE_RUN = """
@@ -160,15 +160,17 @@ def _claim(db: RunDB, now: float, sql: str, worker: str, params: dict[str, Any])
     return claims
 
 
-def finish_in(db: RunDB, now: float, hold: Hold, outcome: Outcome) -> Run:
-    """Finish a held run inside the caller's write transaction (§3.3.5)."""
-    params = {**finish_params(hold, outcome, db.rows.sealer), "now": now}
+def finish_in(
+    db: RunDB, now: float, hold: Hold, outcome: Outcome, events: Sequence[NewEvent] = ()
+) -> Run:
+    """Finish a held run inside the caller's write transaction (§3.3.5); ``events``
+    are appended first, then ``run.finished``."""
+    written = [*events, NewEvent("run.finished", finished_data(outcome))]
+    params = {**finish_params(hold, outcome, db.rows.sealer), "now": now, "bump": len(written)}
     db.execute(_FINISH_THREAD, params)
     row = _fenced(db.execute(_FINISH_RUN, params).fetchone(), hold)
-    finished = [NewEvent("run.finished", finished_data(outcome))]
-    insert_events(
-        db, hold.run_id, row["last_seq"] - 1, finished, now, fence=hold.fence, worker=hold.worker_id
-    )
+    base = row["last_seq"] - len(written)
+    insert_events(db, hold.run_id, base, written, now, fence=hold.fence, worker=hold.worker_id)
     return db.rows.run(row)
 
 
@@ -275,8 +277,8 @@ class SqliteWorkerPlane:
 
         return await self._write(release)
 
-    async def finish(self, hold: Hold, outcome: Outcome) -> Run:
-        return await self._write(lambda db, now: finish_in(db, now, hold, outcome))
+    async def finish(self, hold: Hold, outcome: Outcome, events: Sequence[NewEvent] = ()) -> Run:
+        return await self._write(lambda db, now: finish_in(db, now, hold, outcome, events))
 
     async def append_events(self, hold: Hold, events: Sequence[NewEvent]) -> int:
         def append(db: RunDB, now: float) -> int:
