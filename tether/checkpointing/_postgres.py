@@ -68,9 +68,9 @@ __all__ = [
 
 _OPTIONS = {"min_size", "max_size", "connect_timeout"}
 _SETUP_ATTEMPTS = 20
-# Serialises open_postgres' setup across processes (see _set_up_alone).
 log = logging.getLogger(__name__)
 
+# Serialises open_postgres' setup across processes (see _set_up_alone).
 _SETUP_LOCK = 0x7E7E_5702
 _SETUP_WAIT_WARNING = 10.0  # seconds waited for the setup lock before saying who holds it
 # The backend holding the (bigint-keyed) session advisory lock: its pid, state,

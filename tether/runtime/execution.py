@@ -18,7 +18,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from typing import Any, cast
 
@@ -127,14 +127,8 @@ class Execution:
                 await self._flush(ctx, hold)
                 return await self.store.release(hold, reason="worker stopping")
             # The last events go in the outcome's own transaction: one write, not two.
-            batch = ctx.events.take()
-            try:
-                return await self.store.finish(
-                    hold, outcome, [NewEvent(e.kind, e.data, e.ns) for e in batch]
-                )
-            except BaseException:
-                ctx.events.put_back(batch)
-                raise
+            with _taken_events(ctx) as events:
+                return await self.store.finish(hold, outcome, events)
         except (FenceLostError, LeaseLostError):
             log.warning("run %s: lease lost before its outcome was written", run.run_id)
             return None
@@ -331,14 +325,9 @@ class Execution:
             log.exception("run %s: handing back after a lost lease failed", hold.run_id)
 
     async def _flush(self, ctx: RunContext, hold: Any) -> None:
-        batch = ctx.events.take()
-        if not batch:
-            return
-        try:
-            await self.store.append_events(hold, [NewEvent(e.kind, e.data, e.ns) for e in batch])
-        except BaseException:
-            ctx.events.put_back(batch)  # written by the next flush, in order
-            raise
+        with _taken_events(ctx) as events:
+            if events:
+                await self.store.append_events(hold, events)
 
     async def _flush_loop(self, ctx: RunContext, hold: Any, done: asyncio.Event) -> None:
         """Write the buffered events: the first batch as soon as it is there (it holds
@@ -356,6 +345,18 @@ class Execution:
                     log.exception("run %s: writing events failed", ctx.fence.run_id)
             with contextlib.suppress(TimeoutError):
                 await asyncio.wait_for(done.wait(), _FLUSH_EVERY)
+
+
+@contextlib.contextmanager
+def _taken_events(ctx: RunContext) -> Iterator[list[NewEvent]]:
+    """The run's buffered events, taken to be written; put back if the write fails
+    (the next write then sends them, in order)."""
+    batch = ctx.events.take()
+    try:
+        yield [NewEvent(e.kind, e.data, e.ns) for e in batch]
+    except BaseException:
+        ctx.events.put_back(batch)
+        raise
 
 
 async def _first_event(ctx: RunContext, done: asyncio.Event) -> None:

@@ -54,6 +54,8 @@ class SharedStore:
 
     async def get(self) -> BaseStore:
         """The store, opened and set up the first time."""
+        if self._store is not None:  # every graph store call comes here: no lock once open
+            return self._store
         async with self._lock:
             if self._store is None:
                 parsed = parse_url(self.url)

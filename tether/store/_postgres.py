@@ -225,9 +225,7 @@ class PostgresDriver:
                 self._ready = True
                 return
             async with self._cursor(setup=False) as cur, cur.connection.transaction():
-                await lock_for_setup(
-                    cur.execute, "SELECT pg_advisory_xact_lock(%s)", (_SETUP_LOCK,)
-                )
+                await lock_for_setup(cur.execute, _SETUP_LOCK_SQL, (_SETUP_LOCK,))
                 for sql in _SCHEMA:
                     await cur.execute(sql)
             self._ready = True
