@@ -18,13 +18,17 @@ from tether.store import store_for
 
 
 async def raw_dump(backend: Backend, saver: BaseCheckpointSaver[Any]) -> list[str]:
-    """Every stored row or key of this test's backend, each rendered as text."""
+    """Every stored row or key of this test's backend, each rendered as text, in sorted order.
+
+    Sorted because neither a Redis SCAN nor a table without ORDER BY promises an
+    order: two dumps of unchanged storage must compare equal.
+    """
     inner = innermost(saver)
     entry = backend_of(inner)
     if entry is None:
         raise AssertionError(f"no tether backend serves {type(inner).__name__}")
     assert entry.name == backend.name, (entry.name, backend.name)
-    return await READERS[entry.name](backend, inner)
+    return sorted(await READERS[entry.name](backend, inner))
 
 
 async def _memory_entries(backend: Backend, inner: Any) -> list[str]:
@@ -96,11 +100,20 @@ READERS: dict[str, Callable[[Backend, Any], Awaitable[list[str]]]] = {
     "redis": _redis_keys,
 }
 
+
+async def _sorted_fields(client: Any, key: bytes) -> list[tuple[bytes, bytes]]:
+    return sorted((await client.hgetall(key)).items())
+
+
+async def _sorted_members(client: Any, key: bytes) -> list[bytes]:
+    return sorted(await client.smembers(key))
+
+
 _REDIS_READERS = {
     "string": lambda c, k: c.get(k),
-    "hash": lambda c, k: c.hgetall(k),
+    "hash": _sorted_fields,
     "list": lambda c, k: c.lrange(k, 0, -1),
-    "set": lambda c, k: c.smembers(k),
+    "set": _sorted_members,
     "zset": lambda c, k: c.zrange(k, 0, -1, withscores=True),
     "ReJSON-RL": lambda c, k: c.execute_command("JSON.GET", k),
 }

@@ -35,9 +35,12 @@ def execute(url: str, sql: str) -> None:
 
 
 def every_row(url: str) -> str:
-    """Every row of every table in the database, as one text (to search for a secret)."""
+    """Every row of every table in the database, as one text, sorted so that two dumps compare."""
     if url.startswith("sqlite"):
         tables = "SELECT name FROM sqlite_master WHERE type = 'table'"
-        return repr([(t, rows(url, f'SELECT * FROM "{t}"')) for (t,) in rows(url, tables)])
-    tables = "SELECT tablename FROM pg_tables WHERE schemaname = 'public'"
-    return repr([(t, rows(url, f'SELECT t::text FROM "{t}" t')) for (t,) in rows(url, tables)])
+        select = 'SELECT * FROM "{}"'
+    else:
+        tables = "SELECT tablename FROM pg_tables WHERE schemaname = 'public'"
+        select = 'SELECT t::text FROM "{}" t'
+    names = sorted(t for (t,) in rows(url, tables))
+    return repr([(t, sorted(map(repr, rows(url, select.format(t))))) for t in names])
