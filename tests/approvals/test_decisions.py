@@ -11,6 +11,7 @@ from tests.approvals.conftest import Paused, PauseFn
 from tether.approvals import (
     DECISION_KIND,
     AlreadyDecidedError,
+    ApprovalConfigError,
     ApprovalExpiredError,
     ApprovalNotPendingError,
     ApproverNotAllowedError,
@@ -95,6 +96,25 @@ async def test_args_hash_mismatch(pause: PauseFn) -> None:
     with pytest.raises(ArgsHashMismatchError, match="tether approvals show"):
         await paused.decide("approve", by="alice", args_sha256=other)
     await _unchanged(paused)
+
+
+@pytest.mark.parametrize(
+    ("field", "value", "message"),
+    [
+        ("reason", "ok \ud800", "reason of a decision is not valid Unicode text"),
+        ("reason", "ok \x00", "reason of a decision contains a NUL"),
+        ("by", "ali\udc80ce", "by of a decision is not valid Unicode text"),
+    ],
+)
+async def test_text_no_store_can_keep_is_refused_before_anything_is_written(
+    pause: PauseFn, field: str, value: str, message: str
+) -> None:
+    """A decision stored, then refused by the resume's write, left its run waiting for good."""
+    paused = await pause()
+    with pytest.raises(ApprovalConfigError, match=message):
+        await paused.decide("approve", **{"by": "alice", field: value})
+    await _unchanged(paused)
+    assert (await paused.decide("approve", by="alice", reason="ok")).finished
 
 
 async def test_already_decided_does_not_resume_again(pause: PauseFn) -> None:

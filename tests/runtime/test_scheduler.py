@@ -16,9 +16,17 @@ import psycopg
 import pytest
 
 from tests.runtime.workers import Workers
-from tether.approvals import ApprovalRequest, DecisionResult, decide, get_approval
+from tether.approvals import (
+    DECISION_KIND,
+    ApprovalRequest,
+    DecisionResult,
+    build_decision,
+    decide,
+    get_approval,
+)
 from tether.runtime import FenceLostError, Runtime, Scheduler
 from tether.runtime.store import Outcome, WorkerInfo
+from tether.store import store_for
 
 
 async def _waiting_on_approval(runtime: Runtime, thread_id: str, **options: Any) -> str:
@@ -165,6 +173,35 @@ async def test_a_stored_decision_its_decider_never_delivered_resumes_the_run(
     done = await runtime.wait(run_id, timeout=60)
     assert done.status == "success", done
     assert (await scheduler.tick(datetime.now(UTC) + timedelta(minutes=2))).resumed == []
+
+
+async def test_a_decision_that_cannot_be_delivered_does_not_hold_up_the_others(
+    runtime: Runtime, workers: Workers
+) -> None:
+    """A stored decision whose resume fails (here: text the run store cannot write, as an
+    older version let through) ended the whole job, every second: no other run's stored
+    decision was ever delivered. Now it is reported, once, and the others go on."""
+    workers.start(1, extra_args=("--no-scheduler",))
+    saver = await runtime.checkpointer()
+    runs = {}
+    for thread_id in ("t-undeliverable", "t-deliverable"):
+        run_id = await _waiting_on_approval(runtime, thread_id)
+        approval_id = (await runtime.get(run_id)).waiting_on[0].approval_id or ""
+        request = (await get_approval(saver, approval_id)).request
+        doc = build_decision(request, "approve", by="dana", args_sha256=request.args_sha256)
+        if thread_id == "t-undeliverable":
+            doc["reason"] = "ok \ud800"  # written straight to the store, as before the check
+        assert await store_for(saver).insert(DECISION_KIND, approval_id, doc, thread_id=thread_id)
+        runs[thread_id] = run_id
+    scheduler = Scheduler(runtime, decision_grace=30)
+    report = await scheduler.tick(datetime.now(UTC) + timedelta(minutes=1))
+    assert report.resumed == [runs["t-deliverable"]]
+    assert [e for e in report.errors if runs["t-undeliverable"] in e], report.errors
+    assert (await runtime.wait(runs["t-deliverable"], timeout=60)).status == "success"
+    assert (await runtime.get(runs["t-undeliverable"])).status == "interrupted"
+    again = await scheduler.tick(datetime.now(UTC) + timedelta(minutes=2))
+    assert again.resumed == []
+    assert len(again.errors) == 1
 
 
 async def test_another_tenant_s_expired_approval_resumes_its_run(

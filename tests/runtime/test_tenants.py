@@ -54,3 +54,36 @@ def test_a_malformed_tenant_is_refused_when_the_runtime_is_made() -> None:
         with pytest.raises(InvalidRunRequestError, match=message):
             Runtime("sqlite:///unused.db", tenant=tenant)
     assert Runtime("sqlite:///unused.db").tenant == ""
+
+
+START_INPUT = {"trace": []}
+
+
+async def test_a_run_cannot_share_the_budget_of_another_tenant_s_thread(
+    runtime: Runtime, workers: Workers
+) -> None:
+    """``tether_root_thread_id`` names the thread whose budget a run charges: one of another
+    tenant's threads would read and charge that tenant's budget."""
+    acme, globex = runtime.scoped("acme"), runtime.scoped("globex")
+    workers.start(1)
+    theirs = await acme.create("three_node", thread_id="acme-thread", input=START_INPUT)
+    assert (await acme.wait(theirs.run_id, timeout=60)).status == "success"
+
+    config = {"configurable": {"tether_root_thread_id": "acme-thread"}}
+    run = await globex.create(
+        "three_node", thread_id="globex-thread", input=START_INPUT, config=config
+    )
+    done = await globex.wait(run.run_id, timeout=60)
+    assert done.status == "error"
+    assert done.error is not None
+    assert done.error["error"] == "InvalidRunRequestError"
+    assert "'acme-thread' names no thread of this run's tenant" in done.error["message"]
+
+    mine = await globex.create("three_node", thread_id="globex-fork", input=START_INPUT)
+    assert (await globex.wait(mine.run_id, timeout=60)).status == "success"
+    config = {"configurable": {"tether_root_thread_id": "globex-fork"}}
+    shared = await globex.create(
+        "three_node", thread_id="globex-other", input=START_INPUT, config=config
+    )
+    other = await globex.wait(shared.run_id, timeout=60)
+    assert other.status == "success", other.error

@@ -218,6 +218,9 @@ async def test_malformed_run_creations_create_nothing(fuzzed: tuple[str, str]) -
         assert await _count_runs(url) == before
 
 
+_DEEP = b'{"a": ' * 150 + b"1" + b"}" * 150
+
+
 @pytest.mark.parametrize(
     ("path", "body", "named"),
     [
@@ -233,6 +236,30 @@ async def test_malformed_run_creations_create_nothing(fuzzed: tuple[str, str]) -
         ("/assistants/refund", b'{"metadata": {"k": "\\u0000"}}', "metadata.k contains a NUL"),
         ("/threads/{thread}/history", b'{"before": "\\u0000"}', "before contains a NUL"),
         ("/threads/{thread}/history", b'{"limit": -1}', "limit"),
+        # A lone surrogate (JSON's \ud800) was stored as "?" or failed the write (500).
+        ("/threads", b'{"metadata": {"k": "a\\ud800"}}', "metadata.k is not valid Unicode"),
+        ("/threads", b'{"metadata": {"\\udc80": 1}}', "metadata (a key) is not valid Unicode"),
+        ("/threads/{thread}/state", b'{"values": {"t": "\\ud800"}}', "values.t is not valid"),
+        ("/runs", b'{"assistant_id": "refund", "input": "\\ud800"}', "input is not valid"),
+        ("/store/items", b'{"namespace": ["a"], "key": "k", "value": {"v": "\\ud800"}}', "value.v"),
+        # Stored, then every search that listed it failed (the encoder's depth limit).
+        ("/threads", b'{"metadata": ' + _DEEP + b"}", "nested more than 100 levels"),
+        ("/assistants", b'{"graph_id": "refund", "metadata": ' + _DEEP + b"}", "nested more"),
+        (
+            "/runs/crons",
+            b'{"assistant_id": "refund", "schedule": "* * * * *", "metadata": ' + _DEEP + b"}",
+            "nested more",
+        ),
+        ("/store/items", b'{"namespace": ["a"], "key": "k", "value": {"v": 1e30}}', "value.v"),
+        ("/store/items/search", b'{"offset": 10000000000000000000}', "offset"),
+        ("/store/namespaces", b'{"max_depth": 10000000000000000000}', "max_depth"),
+        # A date past what datetimes hold (500), and keys that replaced the run's checkpointer.
+        ("/runs", b'{"assistant_id": "refund", "after_seconds": 1e12}', "after_seconds"),
+        (
+            "/runs",
+            b'{"assistant_id": "refund", "config": {"configurable": {"__pregel_checkpointer": 1}}}',
+            "'__pregel_checkpointer' is reserved",
+        ),
     ],
 )
 async def test_values_the_store_cannot_hold_are_refused(
@@ -243,7 +270,9 @@ async def test_values_the_store_cannot_hold_are_refused(
     PostgreSQL (500). Now each is refused, naming where it is."""
     base, url = fuzzed
     before = await _count_runs(url)
-    method = "PATCH" if path.startswith("/assistants/") else "POST"
+    method = {"/store/items": "PUT"}.get(
+        path, "PATCH" if path.startswith("/assistants/") else "POST"
+    )
     async with httpx.AsyncClient(base_url=base, timeout=30) as http:
         answer = await http.request(
             method,
@@ -340,6 +369,8 @@ async def test_an_edit_with_a_number_json_cannot_hold_is_refused(
         ("POST", "/assistants/refund/latest", {}, {"version": 2**63}, {}),
         ("GET", "/threads/{thread}/runs", {"offset": str(2**63)}, None, {}),
         ("GET", "/threads/{thread}/runs/{run}/stream", {}, None, {"last-event-id": str(2**70)}),
+        ("GET", "/threads/{thread}/runs/{run}/stream", {}, None, {"last-event-id": "-2"}),
+        ("GET", "/v1/runs/{run}/events", {"after": str(10**19)}, None, DANA),
     ],
 )
 async def test_counts_beyond_what_a_database_takes_are_refused(

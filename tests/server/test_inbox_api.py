@@ -453,3 +453,32 @@ async def test_login_sets_a_session_behind_the_csrf_token(base: str) -> None:
         out = await browser.post("/inbox/logout", data={"csrf": fresh[1]})
         assert out.status_code == 303
         assert (await browser.get("/inbox")).status_code == 303
+
+
+@pytest.mark.parametrize(
+    "body",
+    [
+        '{"decision": "approve", "args_sha256": "%s", "reason": "ok \\ud800"}',
+        '{"decision": "approve", "args_sha256": "%s", "reason": "ok \\u0000"}',
+        '{"decision": "approve", "args_sha256": "%s", "x": ' + "[" * 150 + "]" * 150 + "}",
+    ],
+    ids=["lone-surrogate", "nul", "too-deep"],
+)
+async def test_a_decision_no_store_can_keep_is_refused_before_it_is_stored(
+    http: httpx.AsyncClient, client: LangGraphClient, body: str
+) -> None:
+    """A decision stored and then refused by the resume's own write left its run waiting for
+    good (and a second decision was 409): it is refused first, and the request stays open."""
+    tid, run_id = await waiting_refund(client, 3100)
+    req = await approval_of(http, tid)
+    answer = await http.post(
+        f"/approvals/{req['approval_id']}/decide",
+        content=(body % req["args_sha256"]).encode(),
+        headers={**DANA, "content-type": "application/json"},
+    )
+    assert answer.status_code == 422, answer.text
+    assert re.search(r"Unicode|NUL|nested", answer.json()["detail"]), answer.json()
+    assert (await approval_of(http, tid))["state"] == "pending"
+    good = {"decision": "approve", "args_sha256": req["args_sha256"], "reason": "ok"}
+    assert (await _decide(http, req["approval_id"], good)).status_code == 200
+    assert (await finished(client, tid, run_id))["refunded"] == 3100

@@ -470,6 +470,19 @@ async def test_a_last_event_id_that_is_not_ours_is_refused(client: LangGraphClie
         )
 
 
+async def test_last_event_id_minus_one_replays_the_whole_run(client: LangGraphClient) -> None:
+    """LangGraph's clients rebuild a run's stream from its start with ``Last-Event-ID: -1``."""
+    thread = await client.threads.create()
+    run = await client.runs.create(thread["thread_id"], "echo", input={}, stream_resumable=True)
+    await client.runs.join(thread["thread_id"], run["run_id"])
+    whole = await _parts(client.runs.join_stream(thread["thread_id"], run["run_id"]))
+    again = await _parts(
+        client.runs.join_stream(thread["thread_id"], run["run_id"], last_event_id="-1")
+    )
+    assert [p.event for p in again] == [p.event for p in whole]
+    assert again[0].event == "metadata"
+
+
 async def test_interrupt_before_then_continue_with_no_input(client: LangGraphClient) -> None:
     thread = await client.threads.create()
     tid = thread["thread_id"]

@@ -137,6 +137,25 @@ def _check_person(
         )
 
 
+def _check_text(name: str, value: str | None) -> None:
+    """Refuse text no store keeps as given: a lone surrogate (not UTF-8) or a NUL.
+
+    Checked before anything is stored: a decision written and then refused by
+    the resume's own write would leave its run waiting for good.
+    """
+    if value is None:
+        return
+    if "\x00" in value:
+        raise ApprovalConfigError(f"{name} of a decision contains a NUL character")
+    try:
+        value.encode("utf-8")
+    except UnicodeEncodeError as exc:
+        raise ApprovalConfigError(
+            f"{name} of a decision is not valid Unicode text (a lone surrogate at "
+            f"position {exc.start})"
+        ) from None
+
+
 def build_decision(
     request: ApprovalRequest,
     decision: str,
@@ -179,6 +198,10 @@ def build_decision(
             ``"edit"``.
     """
     moment = now or datetime.now(UTC)
+    _check_text("reason", reason)
+    _check_text("by", by)
+    for role in roles:
+        _check_text("a role", role)
     if decision not in ("approve", "edit", "reject", "expire"):
         raise ApprovalConfigError(
             f"decision must be 'approve', 'edit' or 'reject', got {decision!r}"

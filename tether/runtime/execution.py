@@ -43,7 +43,7 @@ from tether.runtime._timeouts import (
 )
 from tether.runtime.compensations import CONTINUES, continue_compensation, summary
 from tether.runtime.context import RunContext
-from tether.runtime.errors import FenceLostError
+from tether.runtime.errors import FenceLostError, InvalidRunRequestError, ThreadNotFoundError
 from tether.runtime.graph_store import SharedStore, TenantStore
 from tether.runtime.models import Run
 from tether.runtime.project import Project
@@ -57,6 +57,7 @@ from tether.runtime.streaming import (
     to_json,
 )
 from tether.steps import forget_thread
+from tether.steps._scope import ROOT_KEY
 
 __all__ = ["Execution", "input_token"]
 
@@ -137,6 +138,7 @@ class Execution:
         kwargs = dict(run.kwargs)
         config = self._config(run, ctx)
         try:
+            await self._check_budget_root(run, config)
             async with self.project.graph(
                 run.graph_id,
                 cast(RunnableConfig, config),
@@ -273,6 +275,24 @@ class Execution:
         config: dict[str, Any] = {**given, "configurable": configurable, "metadata": metadata}
         config.setdefault("recursion_limit", 25)
         return config
+
+    async def _check_budget_root(self, run: Run, config: dict[str, Any]) -> None:
+        """A run may share the budget of another thread of its own tenant, no other.
+
+        ``tether_root_thread_id`` names the thread whose budget a run charges
+        (forks share their parent's); one of another tenant would read and charge
+        that tenant's budget, and file records under its thread.
+        """
+        root = config["configurable"].get(ROOT_KEY)
+        if root is None or root == run.thread_id:
+            return
+        try:
+            await self.store.get_thread(str(root), tenant=run.tenant_id)
+        except ThreadNotFoundError:
+            raise InvalidRunRequestError(
+                f"config.configurable {ROOT_KEY} {str(root)!r} names no thread of this "
+                "run's tenant: a run shares only its own tenant's budgets"
+            ) from None
 
     async def _input(self, run: Run, config: dict[str, Any]) -> Any:
         head = await self.saver.aget_tuple(

@@ -138,6 +138,7 @@ class Scheduler:
         self.leading = False
         self.ticks = 0
         self._stop = asyncio.Event()
+        self._undeliverable: set[str] = set()  # decisions whose resume failed, logged once
 
     # -- leadership ---------------------------------------------------------------------------
 
@@ -257,9 +258,29 @@ class Scheduler:
                     await resumer.resume(view.request, doc)
                 except ApprovalNotPendingError:
                     break  # resumed meanwhile
+                except Exception as exc:
+                    # One decision that cannot be delivered must not keep the others
+                    # waiting: it is reported (logged once) and the next is tried.
+                    self._report_undeliverable(waiting_on.approval_id or "", run.run_id, exc)
+                    report.errors.append(f"orphaned_decisions: run {run.run_id}: {exc}")
+                    break
                 report.resumed.append(run.run_id)
                 log.info("scheduler: run %s resumed with its stored decision", run.run_id)
                 break
+
+    def _report_undeliverable(self, approval_id: str, run_id: str, exc: Exception) -> None:
+        if approval_id in self._undeliverable:
+            log.debug("scheduler: run %s: decision %s still undeliverable", run_id, approval_id)
+            return
+        self._undeliverable.add(approval_id)
+        log.error(
+            "scheduler: run %s: its stored decision %s could not resume it (%s: %s); "
+            "the other runs go on",
+            run_id,
+            approval_id,
+            type(exc).__name__,
+            exc,
+        )
 
     async def _orphaned_compensations(
         self, views: list[ApprovalView], settled: datetime, report: TickReport

@@ -3,9 +3,11 @@
 Every JSON value in a body must be one the server can store and send back:
 numbers within the 64-bit integer range (PostgreSQL stores ``1e30`` as an
 integer of 31 digits) and finite (a body's ``NaN`` or ``1e999`` is not JSON
-either); and ids, metadata, config and context hold no NUL character (the run
-store refuses them on every backend, as PostgreSQL cannot hold them). A body
-holding another is refused (422), naming where.
+either); text that is UTF-8 (JSON's ``\\ud800`` escape decodes to a lone
+surrogate, which no store can write); nesting at most :data:`MAX_DEPTH` deep;
+and ids, metadata, config and context hold no NUL character (the run store
+refuses them on every backend, as PostgreSQL cannot hold them). A body holding
+another is refused (422), naming where, before anything is stored.
 """
 
 from __future__ import annotations
@@ -19,6 +21,7 @@ from tether.server._errors import ApiError
 
 __all__ = [
     "BIGGEST_COUNT",
+    "MAX_DEPTH",
     "AssistantCreate",
     "AssistantLatest",
     "AssistantSearch",
@@ -35,6 +38,7 @@ __all__ = [
     "ThreadPrune",
     "ThreadSearch",
     "ThreadUpdate",
+    "refusal",
 ]
 
 
@@ -53,17 +57,51 @@ def _bad_number(value: int | float, path: str) -> str | None:
     return f"{path}: the {kind} {value} is outside the 64-bit integer range"
 
 
-def _unstorable(value: Any, path: str) -> str | None:
-    """Where ``value`` holds a number the server cannot store and send back, as a message."""
+MAX_DEPTH = 100
+"""How deeply a body's JSON may nest: deeper values cannot be sent back (the encoder stops)."""
+
+
+def _text(value: str, path: str, nul: bool) -> str | None:
+    if nul and "\x00" in value:
+        return f"{path} contains a NUL character"
+    if not value.isascii():
+        try:
+            value.encode("utf-8")
+        except UnicodeEncodeError as exc:
+            return f"{path} is not valid Unicode text (a lone surrogate at position {exc.start})"
+    return None
+
+
+def refusal(value: Any, path: str, *, nul: bool = False, depth: int = 0) -> str | None:
+    """Why ``value`` cannot be stored and sent back, as a message naming where; else ``None``.
+
+    Refused: numbers outside the 64-bit range or not finite, text that is not
+    UTF-8 (a lone surrogate, which JSON's ``\\ud800`` escape can carry), nesting
+    deeper than :data:`MAX_DEPTH`, and with ``nul`` a NUL character in text or keys.
+    """
+    if isinstance(value, str):
+        return _text(value, path, nul)
+    if isinstance(value, dict | list):
+        return _container(value, path, nul, depth)
     if isinstance(value, int | float) and not isinstance(value, bool):
         return _bad_number(value, path)
-    items: Any = ()
+    return None
+
+
+def _container(value: dict[Any, Any] | list[Any], path: str, nul: bool, depth: int) -> str | None:
+    if depth >= MAX_DEPTH:
+        return f"{path} is nested more than {MAX_DEPTH} levels deep"
+    items: Any
     if isinstance(value, dict):
+        for key in value:
+            found = _text(key, f"{path} (a key)", nul) if isinstance(key, str) else None
+            if found is not None:
+                return found
         items = ((f"{path}.{k}", v) for k, v in value.items())
-    elif isinstance(value, list):
+    else:
         items = ((f"{path}[{i}]", v) for i, v in enumerate(value))
     for where, item in items:
-        found = _unstorable(item, where)
+        found = refusal(item, where, nul=nul, depth=depth + 1)
         if found is not None:
             return found
     return None
@@ -88,35 +126,13 @@ _NO_NUL = frozenset(
 )
 
 
-def _nul(value: Any, path: str) -> str | None:
-    """Where ``value`` holds a NUL character, as a message."""
-    if isinstance(value, str):
-        return f"{path} contains a NUL character" if "\x00" in value else None
-    items: Any = ()
-    if isinstance(value, dict):
-        for key in value:
-            if isinstance(key, str) and "\x00" in key:
-                return f"{path} has a key with a NUL character"
-        items = ((f"{path}.{k}", v) for k, v in value.items())
-    elif isinstance(value, list):
-        items = ((f"{path}[{i}]", v) for i, v in enumerate(value))
-    for where, item in items:
-        found = _nul(item, where)
-        if found is not None:
-            return found
-    return None
-
-
 class _Body(BaseModel):
     model_config = ConfigDict(extra="ignore")
 
     @model_validator(mode="after")
     def _storable(self) -> _Body:
         for name in type(self).model_fields:
-            value = getattr(self, name)
-            found = _unstorable(value, name)
-            if found is None and name in _NO_NUL:
-                found = _nul(value, name)
+            found = refusal(getattr(self, name), name, nul=name in _NO_NUL)
             if found is not None:
                 # not a ValueError: the answer's detail is this message, as for the
                 # runtime's refusals, which is what the SDK shows
@@ -125,7 +141,7 @@ class _Body(BaseModel):
 
 
 StorableBody = _Body
-"""A request body refused (422, naming where) if it holds a number or NUL the stores cannot keep."""
+"""A request body refused (422, naming where) if it holds what :func:`refusal` refuses."""
 
 
 class RunCreate(_Body):

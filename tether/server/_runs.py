@@ -110,8 +110,10 @@ def _after(last_event_id: str | None) -> int:
         raise ApiError(
             422, f"Last-Event-ID {last_event_id!r} is not an event id of this server (an integer)"
         ) from None
+    if after == -1:  # LangGraph's clients ask for the whole stream again with "-1"
+        return 0
     if after < 0:
-        raise ApiError(422, f"Last-Event-ID must not be negative, got {after}")
+        raise ApiError(422, f"Last-Event-ID must not be negative (but -1: all), got {after}")
     if after > BIGGEST_COUNT:
         raise ApiError(422, f"Last-Event-ID {after} is larger than any event id")
     return after

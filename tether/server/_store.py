@@ -31,12 +31,13 @@ from typing import Annotated, Any
 
 from fastapi import APIRouter, Depends, Query, Request, Response
 from langgraph.store.base import BaseStore, Item
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import Field
 
 from tether.runtime import graph_store, ids
 from tether.server._caller import Caller, caller
 from tether.server._custom_auth import CustomAuth
 from tether.server._errors import ApiError
+from tether.server._payloads import BIGGEST_COUNT, StorableBody
 
 __all__ = ["StoreHolder", "router"]
 
@@ -104,8 +105,8 @@ async def _store(request: Request) -> _Scoped:
 Store = Annotated[_Scoped, Depends(_store)]
 
 
-class _Body(BaseModel):
-    model_config = ConfigDict(extra="ignore")
+class _Body(StorableBody):
+    """Refused like the other routes' bodies: unstorable numbers, text and nesting (422)."""
 
 
 class PutItem(_Body):
@@ -125,7 +126,7 @@ class SearchItems(_Body):
     namespace_prefix: list[str] = Field(default_factory=list)
     filter: dict[str, Any] | None = None
     limit: int = Field(default=10, ge=1, le=1000)
-    offset: int = Field(default=0, ge=0)
+    offset: int = Field(default=0, ge=0, le=BIGGEST_COUNT)
     query: str | None = None
     refresh_ttl: bool | None = None
 
@@ -133,9 +134,9 @@ class SearchItems(_Body):
 class ListNamespaces(_Body):
     prefix: list[str] | None = None
     suffix: list[str] | None = None
-    max_depth: int | None = Field(default=None, ge=1)
+    max_depth: int | None = Field(default=None, ge=1, le=BIGGEST_COUNT)
     limit: int = Field(default=100, ge=1, le=1000)
-    offset: int = Field(default=0, ge=0)
+    offset: int = Field(default=0, ge=0, le=BIGGEST_COUNT)
 
 
 _OPERATORS = frozenset({"$eq", "$ne", "$gt", "$gte", "$lt", "$lte"})
@@ -236,13 +237,13 @@ async def get_item(
     scoped: Store,
     key: Annotated[str, Query(min_length=1)],
     namespace: Annotated[str, Query(description="The labels joined by '.'")] = "",
-) -> dict[str, Any]:
-    """``store.get_item``."""
+) -> dict[str, Any] | None:
+    """``store.get_item``: the item, or ``null`` when there is none (or it is not the caller's)."""
     labels = _namespace(namespace.split(".") if namespace else [])
     value = await scoped.allow("get", {"namespace": labels, "key": _key(key)})
     item = await scoped.store.aget(scoped.inside(value["namespace"]), _key(value["key"]))
     if item is None:
-        raise ApiError(404, f"no item {key!r} in namespace {list(labels)!r}")
+        return None  # as LangGraph's server answers: 200 and null, which the SDK returns
     return _item(item, scoped)
 
 

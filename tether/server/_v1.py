@@ -29,6 +29,7 @@ from tether.runtime import Run, Runtime, compensations, streaming
 from tether.server._errors import ApiError
 from tether.server._identity import User, current_user
 from tether.server._paths import path_id, quote_id
+from tether.server._payloads import BIGGEST_COUNT
 from tether.server._served import Served, served
 from tether.server._v1_models import (
     CancelBody,
@@ -285,7 +286,9 @@ async def run_events(
     *,
     user: UserDep,
     srv: Srv,
-    after: Annotated[int, Query(ge=0, description="Events with a greater seq.")] = 0,
+    after: Annotated[
+        int, Query(ge=0, le=BIGGEST_COUNT, description="Events with a greater seq.")
+    ] = 0,
     limit: Annotated[int, Query(ge=1, le=_PAGE)] = 100,
     wait: Annotated[
         float, Query(ge=0, le=_MAX_WAIT, description="Seconds to wait for a first event.")

@@ -11,6 +11,8 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from tether.server._payloads import StorableBody
+
 __all__ = [
     "CancelBody",
     "CheckpointOut",
@@ -25,7 +27,9 @@ __all__ = [
 ]
 
 
-class _Strict(BaseModel):
+class _Strict(StorableBody):
+    """Unknown fields refused; unstorable numbers, text and nesting too (422)."""
+
     model_config = ConfigDict(extra="forbid")
 
 

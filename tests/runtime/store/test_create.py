@@ -61,6 +61,17 @@ INVALID: list[tuple[dict[str, Any], str]] = [
     ({"metadata": {"k\x00": 1}}, "metadata (a key) contains a NUL character"),
     ({"kwargs": {"config": {"tags": ["\x00"]}}}, "kwargs['config']['tags'][0] contains a NUL"),
     ({"input": _deep(5000)}, "input: cannot be stored as JSON: it is nested too deeply"),
+    ({"after_seconds": 1e12}, "after_seconds must be at most 316224000 seconds (ten years)"),
+    ({"step_timeout": 1e300}, "step_timeout must be at most 316224000 seconds"),
+    (
+        {"kwargs": {"config": {"configurable": {"__pregel_checkpointer": 1}}}},
+        "config.configurable key '__pregel_checkpointer' is reserved",
+    ),
+    (
+        {"kwargs": {"config": {"configurable": {"__tether_budget": {}}}}},
+        "config.configurable key '__tether_budget' is reserved",
+    ),
+    ({"kwargs": {"config": {"configurable": ["x"]}}}, "config.configurable must be a mapping"),
 ]
 
 

@@ -73,12 +73,20 @@ def check_mapping(value: object, what: str) -> Mapping[str, Any]:
     return value
 
 
+MAX_SECONDS = 10 * 366 * 86400
+"""The longest delay or timeout a run takes: ten years (a later time is past what dates hold)."""
+
+
 def _seconds(value: object, what: str, *, allow_zero: bool) -> float:
     ok = isinstance(value, int | float) and not isinstance(value, bool)
     number = float(value) if ok else math.nan  # type: ignore[arg-type]
     if not ok or not math.isfinite(number) or number < 0 or (number == 0 and not allow_zero):
         bound = ">= 0" if allow_zero else "> 0"
         raise InvalidRunRequestError(f"{what} must be a finite number of seconds {bound}")
+    if number > MAX_SECONDS:
+        raise InvalidRunRequestError(
+            f"{what} must be at most {MAX_SECONDS} seconds (ten years), got {number:g}"
+        )
     return number
 
 
@@ -99,9 +107,27 @@ def _check_stream_mode(kwargs: Mapping[str, Any]) -> None:
 DURABILITIES: tuple[Durability, ...] = get_args(Durability)
 
 
+def _check_configurable(kwargs: Mapping[str, Any]) -> None:
+    """A run's ``config.configurable`` may not set what LangGraph and tether set themselves.
+
+    Keys starting with ``__`` are LangGraph's (``__pregel_checkpointer``, ...) and
+    tether's (``__tether_budget``, ...): a caller setting one would replace the
+    run's checkpointer, budget or replay mode, not configure the graph.
+    """
+    config = check_mapping(kwargs.get("config"), "config")
+    configurable = check_mapping(config.get("configurable"), "config.configurable")
+    reserved = sorted(k for k in configurable if k.startswith("__"))
+    if reserved:
+        raise InvalidRunRequestError(
+            f"config.configurable key {reserved[0]!r} is reserved: keys starting with '__' "
+            "are set by LangGraph and tether, not by a run's caller"
+        )
+
+
 def _check_run_options(kwargs: Mapping[str, Any]) -> None:
     """The LangGraph options a worker passes on: refused here, not when the run starts."""
     _check_stream_mode(kwargs)
+    _check_configurable(kwargs)
     durability = kwargs.get("durability")
     if durability is not None and durability not in DURABILITIES:
         raise InvalidRunRequestError(

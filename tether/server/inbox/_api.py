@@ -29,6 +29,7 @@ from tether.approvals import ApprovalError
 from tether.server._errors import ApiError
 from tether.server._identity import User, current_user
 from tether.server._paths import path_id
+from tether.server._payloads import refusal
 from tether.server._served import Served, served
 from tether.server.inbox._deciding import decide_for, payload_from_body, status_of
 from tether.server.inbox._filters import SHOWS, SORTS, Filters, parse_filters
@@ -129,8 +130,11 @@ async def decide_request(
         raise ApiError(415, f"send the decision as application/json, not {kind or 'no type'}")
     try:
         body = json.loads(await request.body())
-    except ValueError as exc:
+    except (ValueError, RecursionError) as exc:
         raise ApiError(422, f"the body is not valid JSON: {exc}") from None
+    problem = refusal(body, "the decision")
+    if problem is not None:
+        raise ApiError(422, problem)  # before anything is stored
     payload = payload_from_body(body)
     try:
         result = await decide_for(app.runtime, user, path_id(approval_id), payload)
