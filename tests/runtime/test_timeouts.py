@@ -57,6 +57,24 @@ async def test_a_cancel_stops_the_run_before_its_tool_effect(
     assert await _events(runtime, run.run_id, "tool.effect") == []
 
 
+async def test_a_cancel_stops_a_node_that_reaches_no_boundary(
+    runtime: Runtime, workers: Workers
+) -> None:
+    """As LangGraph's server: a cancel does not wait for the running node (an LLM call that
+    takes minutes) to reach a boundary; what the node had not written is not kept."""
+    workers.start(1)
+    run = await runtime.create("stuck", thread_id="c-2", input={"n": 1})
+    await _until_node_started(runtime, run.run_id, "work")
+    await runtime.cancel(run.run_id, reason="enough")
+    done = await runtime.wait(run.run_id, timeout=60)  # the node awaits for 1000 s
+    assert done.status == "cancelled", done
+    assert "enough" in (done.ended_reason or "")
+    assert (await runtime.get_thread("c-2")).status != "busy"
+    values = (await runtime.get_thread("c-2")).values or {}
+    assert "answer" not in values, values
+    assert (await runtime.events(run.run_id))[-1].kind == "run.finished"
+
+
 # -- the run's deadline -----------------------------------------------------------------------
 async def test_a_run_past_its_deadline_stops_at_the_next_step(
     runtime: Runtime, workers: Workers

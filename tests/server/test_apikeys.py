@@ -210,7 +210,7 @@ async def test_tenant_b_finds_nothing_of_tenant_a(keyed: Keyed) -> None:
         await b.threads.create(thread_id=thread_id)
 
     # and a still has everything, untouched
-    assert (await a.threads.get(thread_id))["metadata"] == {"owner": "a"}
+    assert (await a.threads.get(thread_id))["metadata"]["owner"] == "a"
     assert (await a.runs.get(thread_id, run_id))["status"] == "success"
     assert (await a.threads.get(asked_id))["status"] == "interrupted"  # not cancelled by b
     assert (await a.assistants.get(assistant_id))["name"] == "a's echo"
@@ -329,3 +329,25 @@ async def test_each_tenant_has_its_own_store_items(keyed: Keyed) -> None:
     assert [(i["namespace"], i["value"]) for i in found] == [(ns, {"who": "alice"})]
     shallow = await alice.store.list_namespaces(prefix=[ns[0]], max_depth=1)
     assert shallow["namespaces"] == [[ns[0]]]
+
+
+async def test_another_tenant_s_approval_is_answered_as_one_that_does_not_exist(
+    keyed: Keyed,
+) -> None:
+    """The 404 for tenant A's approval, asked by tenant B, said less than the 404 for an id
+    nobody has: the difference told B the id exists. Both answers are now the same."""
+    a = keyed.client(keyed.alice)
+    thread = await a.threads.create()
+    await a.runs.wait(thread["thread_id"], "gated", input={"text": "parcel"})
+    state = await a.threads.get_state(thread["thread_id"])
+    approval_id = state["tasks"][0]["interrupts"][0]["value"]["approval_id"]
+    missing = "apr_" + "0" * len(approval_id.removeprefix("apr_"))
+    async with httpx.AsyncClient(base_url=keyed.base, headers={"x-api-key": keyed.bob}) as http:
+        foreign, unknown = (
+            await http.get(f"/approvals/{approval_id}"),
+            await http.get(f"/approvals/{missing}"),
+        )
+    assert (foreign.status_code, unknown.status_code) == (404, 404)
+    assert foreign.json()["detail"].replace(approval_id, "ID") == unknown.json()["detail"].replace(
+        missing, "ID"
+    )

@@ -6,7 +6,9 @@ import subprocess
 import sys
 from pathlib import Path
 
-from tests.server.conftest import PROJECT
+import httpx
+
+from tests.server.conftest import PROJECT, serving
 
 
 def _serve(*args: str, cwd: Path) -> subprocess.CompletedProcess[str]:
@@ -44,3 +46,29 @@ def test_negative_workers_are_refused(tmp_path: Path) -> None:
     done = _serve("--workers", "-1", cwd=tmp_path)
     assert done.returncode == 2
     assert "--workers must be 0 or more" in done.stderr
+
+
+def test_a_body_limit_that_is_not_a_positive_size_is_refused(tmp_path: Path) -> None:
+    for bad in ("0", "-1", "nan"):
+        done = _serve("--max-body-mb", bad, cwd=tmp_path)
+        assert done.returncode == 2, done.stderr
+        assert "--max-body-mb must be a positive size" in done.stderr
+
+
+def test_a_body_over_the_limit_is_a_413_and_nothing_is_stored(tmp_path: Path) -> None:
+    """A 100 MB thread metadata was stored, and sent back on every search that listed it."""
+    url = f"sqlite:///{tmp_path / 'runs.db'}"
+    with serving(url, tmp_path, "--max-body-mb", "1") as server:
+        big = {"metadata": {"blob": "x" * (2 * 2**20)}}
+        with httpx.Client(base_url=server.base, timeout=60) as http:
+            stated = http.post("/threads", json=big)
+            assert stated.status_code == 413, stated.text
+            assert "at most 1048576" in stated.json()["detail"]
+            chunks = (b"x" * 65536 for _ in range(40))  # no Content-Length: chunked
+            streamed = http.post(
+                "/threads", content=chunks, headers={"content-type": "application/json"}
+            )
+            assert streamed.status_code == 413, streamed.text
+            assert http.post("/threads/search", json={"limit": 100}).json() == []
+            small = http.post("/threads", json={"metadata": {"blob": "x" * 1000}})
+            assert small.status_code == 200, small.text

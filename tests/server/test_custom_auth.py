@@ -121,7 +121,12 @@ async def test_owner_filters_cover_edits_copies_and_run_deletes(base: str) -> No
         bob.runs.delete(thread_id, run["run_id"]),
     ):
         assert await status_of(call) == 404
-    assert (await alice.threads.get(thread_id))["metadata"] == {"owner": "alice", "topic": "edits"}
+    kept = (await alice.threads.get(thread_id))["metadata"]
+    assert {k: kept[k] for k in ("owner", "topic", "graph_id")} == {
+        "owner": "alice",
+        "topic": "edits",
+        "graph_id": "echo",  # the run marks its thread, as LangGraph's server does
+    }
     assert (await alice.runs.get(thread_id, run["run_id"]))["run_id"] == run["run_id"]
     # the owner's own edits pass, and the handler keeps the owner whatever is sent
     updated = await alice.threads.update(thread_id, metadata={"owner": "bob", "n": 1})

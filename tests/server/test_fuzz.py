@@ -238,7 +238,11 @@ _DEEP = b'{"a": ' * 150 + b"1" + b"}" * 150
         ("/threads/{thread}/history", b'{"limit": -1}', "limit"),
         # A lone surrogate (JSON's \ud800) was stored as "?" or failed the write (500).
         ("/threads", b'{"metadata": {"k": "a\\ud800"}}', "metadata.k is not valid Unicode"),
-        ("/threads", b'{"metadata": {"\\udc80": 1}}', "metadata (a key) is not valid Unicode"),
+        (
+            "/threads",
+            b'{"metadata": {"\\udc80": 1}}',
+            "metadata has a key that is not valid Unicode",
+        ),
         ("/threads/{thread}/state", b'{"values": {"t": "\\ud800"}}', "values.t is not valid"),
         ("/runs", b'{"assistant_id": "refund", "input": "\\ud800"}', "input is not valid"),
         ("/store/items", b'{"namespace": ["a"], "key": "k", "value": {"v": "\\ud800"}}', "value.v"),
@@ -319,6 +323,21 @@ async def test_odd_ids_in_every_path_are_refused(fuzzed: tuple[str, str], odd: s
                 body = {"assistant_id": "refund", "decision": "approve", "metadata": {}}
                 answer = await http.request(method.upper(), url, json=body)
                 assert 400 <= answer.status_code < 500, (method, url, answer.text)
+
+
+@pytest.mark.parametrize("segment", ["%fe%fe%fe", "%C1%BF%80", "a%ff"])
+async def test_an_id_that_is_not_utf8_is_refused_not_replaced(
+    fuzzed: tuple[str, str], segment: str
+) -> None:
+    """Bytes that are not UTF-8 were replaced by U+FFFD, so ``%fe`` and ``%ff`` named the
+    same thread; now such an id is a 422 that says so."""
+    async with httpx.AsyncClient(base_url=fuzzed[0], timeout=30, headers=DANA) as http:
+        for path in (f"/threads/{segment}", f"/threads/{segment}/state", f"/approvals/{segment}"):
+            answer = await http.get(path)
+            assert answer.status_code == 422, (path, answer.text)
+            assert "not UTF-8" in answer.json()["detail"], answer.text
+        created = await http.post(f"/threads/{segment}/runs/wait", json={"assistant_id": "refund"})
+        assert created.status_code == 422, created.text
 
 
 async def test_a_nul_in_every_query_parameter_is_refused(

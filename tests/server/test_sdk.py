@@ -42,6 +42,22 @@ async def test_the_projects_http_app_and_cors(client: LangGraphClient) -> None:
     assert "access-control-allow-origin" not in other.headers
 
 
+async def test_the_openapi_document_describes_the_api_and_the_projects_routes(
+    client: LangGraphClient,
+) -> None:
+    """The project's FastAPI app had its own /openapi.json and /docs, which won over the
+    server's: the document described only the project's two routes."""
+    http = client.http.client
+    document = (await http.get("/openapi.json")).json()
+    assert {"/threads", "/threads/{thread_id}/runs", "/hello/{name}", "/info"} <= set(
+        document["paths"]
+    )
+    assert document["info"]["title"] == "tether"
+    docs = await http.get("/docs")
+    assert docs.status_code == 200
+    assert "/openapi.json" in docs.text
+
+
 async def test_graphs_are_system_assistants(client: LangGraphClient) -> None:
     found = await client.assistants.search(limit=100)
     by_graph = {a["graph_id"]: a for a in found}
@@ -468,6 +484,21 @@ async def test_a_last_event_id_that_is_not_ours_is_refused(client: LangGraphClie
                 thread["thread_id"], run["run_id"], last_event_id="1712345678-0"
             )
         )
+
+
+async def test_a_run_marks_its_thread_with_its_graph_and_assistant(
+    client: LangGraphClient,
+) -> None:
+    """As LangGraph's server: a thread created empty and then run is found by its graph."""
+    thread = await client.threads.create(metadata={"owner": "ann"})
+    tid = thread["thread_id"]
+    assert (await client.threads.get(tid))["metadata"] == {"owner": "ann"}
+    await client.runs.wait(tid, "echo", input={})
+    echo = (await client.assistants.search(graph_id="echo"))[0]["assistant_id"]
+    marks = {"owner": "ann", "graph_id": "echo", "assistant_id": echo}
+    assert (await client.threads.get(tid))["metadata"] == marks
+    found = await client.threads.search(metadata={"graph_id": "echo", "owner": "ann"}, limit=100)
+    assert tid in [t["thread_id"] for t in found]
 
 
 async def test_last_event_id_minus_one_replays_the_whole_run(client: LangGraphClient) -> None:

@@ -54,6 +54,12 @@ def register(subparsers: Any) -> None:
         help="on SIGTERM, seconds in-process runs get to reach a step boundary and hand back",
     )
     parser.add_argument(
+        "--max-body-mb",
+        type=float,
+        default=32.0,
+        help="the largest request body taken, in MiB; a larger one is refused (413)",
+    )
+    parser.add_argument(
         "--log-level", default="info", choices=["debug", "info", "warning", "error"]
     )
     parser.add_argument(
@@ -87,6 +93,10 @@ def _serve(args: argparse.Namespace) -> int:
     if args.workers < 0:
         print(f"tether: error: --workers must be 0 or more, not {args.workers}", file=sys.stderr)
         return 2
+    if not args.max_body_mb > 0 or args.max_body_mb * 2**20 > 2**62:
+        message = f"--max-body-mb must be a positive size, not {args.max_body_mb}"
+        print(f"tether: error: {message}", file=sys.stderr)
+        return 2
     project = projects.Project.load(args.config, apply_env=True)
     url = args.url
     if not url:
@@ -111,6 +121,7 @@ def _serve(args: argparse.Namespace) -> int:
             "shutdown_grace": args.shutdown_grace,
         },
         no_auth=args.no_auth,
+        max_body_bytes=int(args.max_body_mb * 2**20),
     )
     print(
         f"tether serve: graphs {', '.join(project.graph_ids)}; run store {_shown(url)}; "

@@ -134,6 +134,7 @@ class RunContext:
         self._retries: OrderedDict[tuple[str, int], float] = OrderedDict()
         self.lost = False
         self.cancel: tuple[str, str] | None = None  # (action, reason)
+        self.on_cancel: Callable[[], None] | None = None  # told once, when a cancel comes
         self.draining = False
         self.events = EventBuffer()
         self._verifier = verifier
@@ -146,6 +147,8 @@ class RunContext:
         if self.cancel is None:
             self.cancel = (action, reason)
             log.info("run %s: cancel requested (%s)", self.fence.run_id, action)
+            if self.on_cancel is not None:
+                self.on_cancel()
 
     def check(self, boundary: str) -> None:
         """Raise the reason this run must stop at ``boundary``, if there is one. No I/O."""

@@ -35,6 +35,7 @@ from tether.boundaries import (
 )
 from tether.compensation import compensate, compensating_graph, stopped_run
 from tether.runtime import lifecycle
+from tether.runtime._cancelling import cancel_watchdog
 from tether.runtime._timeouts import (
     OBSERVER_KEY,
     attempt_observer,
@@ -183,7 +184,7 @@ class Execution:
         """
         graph, loaded = graphs
         try:
-            async with deadline_watchdog(ctx):
+            async with deadline_watchdog(ctx), cancel_watchdog(ctx):
                 await self._stream(graph, payload, config, run, ctx)
             config["configurable"].pop("checkpoint_id", None)
             state = await graph.aget_state(cast(RunnableConfig, config))

@@ -40,10 +40,18 @@ from tether.server._authn import (
     Gate,
     NoAuth,
 )
+from tether.server._body_limit import DEFAULT_MAX_BODY_MB, BodyLimit
 from tether.server._caller import Caller
 from tether.server._custom_auth import CustomAuth, load_auth
 from tether.server._errors import install_error_handlers
-from tether.server._http import custom_app, custom_lifespan, with_cors, with_custom_routes
+from tether.server._http import (
+    custom_app,
+    custom_lifespan,
+    generated_docs,
+    merged_openapi,
+    with_cors,
+    with_custom_routes,
+)
 from tether.server._identity import set_no_auth
 from tether.server._paths import SegmentPaths
 from tether.server._served import Served
@@ -61,6 +69,7 @@ def create_app(
     workers: int = 0,
     worker_options: Mapping[str, Any] | None = None,
     no_auth: bool = False,
+    max_body_bytes: int = int(DEFAULT_MAX_BODY_MB * 2**20),
 ) -> TetherApp:
     """A FastAPI app speaking the LangGraph Agent Server API over ``runtime``.
 
@@ -78,6 +87,7 @@ def create_app(
             the project's ``auth.path``, else by the API keys kept in the run
             store's database (``tether apikeys``). With ``no_auth`` the approvals
             inbox trusts the user a request names (``tether.server._identity``).
+        max_body_bytes: The largest request body taken; a larger one is a 413.
 
     Returns:
         The ASGI app (see :class:`TetherApp`).
@@ -138,7 +148,11 @@ def create_app(
     routed = custom
     if custom is not None and (loaded.http or {}).get("enable_custom_route_auth") is True:
         routed = AuthenticatedRoutes(custom, gate)
-    outer = with_cors(with_custom_routes(api, routed), loaded.http)
+    merged_openapi(app, custom)
+    outer = with_cors(
+        BodyLimit(with_custom_routes(api, routed, generated_docs(custom)), max_body_bytes),
+        loaded.http,
+    )
     return TetherApp(outer, app, started, loops, stopping)
 
 

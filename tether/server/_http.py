@@ -20,7 +20,14 @@ from starlette.routing import Match
 from tether.runtime import ProjectConfigError
 from tether.runtime import project as projects
 
-__all__ = ["custom_app", "custom_lifespan", "with_cors", "with_custom_routes"]
+__all__ = [
+    "custom_app",
+    "custom_lifespan",
+    "generated_docs",
+    "merged_openapi",
+    "with_cors",
+    "with_custom_routes",
+]
 
 _CORS_KEYS = frozenset(
     {
@@ -58,15 +65,50 @@ def custom_lifespan(app: Any | None) -> AbstractAsyncContextManager[Any]:
     return nullcontext() if context is None else context(app)
 
 
-class _CustomFirst:
-    """ASGI: a request the custom app has a route for goes to it, any other to the API."""
+def generated_docs(app: Any) -> frozenset[str]:
+    """The paths of the documents FastAPI adds to ``app`` by itself (``/openapi.json``,
+    ``/docs``, ``/redoc``): the server's own, which also describe ``app``'s routes, win."""
+    names = ("openapi_url", "docs_url", "redoc_url", "swagger_ui_oauth2_redirect_url")
+    found = {getattr(app, name, None) for name in names}
+    docs_url = getattr(app, "docs_url", None)
+    if docs_url and getattr(app, "swagger_ui_oauth2_redirect_url", None):
+        found.add(docs_url + "/oauth2-redirect")
+    return frozenset(p for p in found if isinstance(p, str) and p)
 
-    def __init__(self, custom: Any, api: Any) -> None:
+
+def merged_openapi(api: Any, custom: Any | None) -> None:
+    """Make ``api``'s OpenAPI document describe ``custom``'s routes too (they win on a path)."""
+    described = getattr(custom, "openapi", None)
+    if not callable(described):
+        return
+    own = api.openapi
+
+    def openapi() -> dict[str, Any]:
+        if api.openapi_schema is not None:
+            return dict(api.openapi_schema)
+        document: dict[str, Any] = own()  # cached by FastAPI: merged once
+        theirs = described() or {}
+        document.setdefault("paths", {}).update(theirs.get("paths") or {})
+        schemas = (theirs.get("components") or {}).get("schemas") or {}
+        mine = document.setdefault("components", {}).setdefault("schemas", {})
+        for name, schema in schemas.items():
+            mine.setdefault(name, schema)
+        return document
+
+    api.openapi = openapi
+
+
+class _CustomFirst:
+    """ASGI: a request the custom app has a route for goes to it, any other to the API
+    (but the documents FastAPI generated for it: the API's describe both)."""
+
+    def __init__(self, custom: Any, api: Any, docs: frozenset[str]) -> None:
         self.custom = custom
         self.api = api
+        self.docs = docs
 
     async def __call__(self, scope: dict[str, Any], receive: Any, send: Any) -> None:
-        if scope["type"] in ("http", "websocket"):
+        if scope["type"] in ("http", "websocket") and scope.get("path") not in self.docs:
             for route in self.custom.routes:
                 match, _ = route.matches(scope)
                 if match == Match.FULL:
@@ -75,9 +117,9 @@ class _CustomFirst:
         await self.api(scope, receive, send)
 
 
-def with_custom_routes(api: Any, custom: Any | None) -> Any:
-    """``api`` with the custom app's routes in front of it."""
-    return api if custom is None else _CustomFirst(custom, api)
+def with_custom_routes(api: Any, custom: Any | None, docs: frozenset[str] = frozenset()) -> Any:
+    """``api`` with the custom app's routes in front of it, but for its generated ``docs``."""
+    return api if custom is None else _CustomFirst(custom, api, docs)
 
 
 def with_cors(app: Any, http: Mapping[str, Any] | None) -> Any:

@@ -20,7 +20,9 @@ __all__ = ["SegmentPaths", "path_id", "quote_id"]
 
 
 def _segment(raw: str) -> str:
-    decoded = unquote(raw, errors="replace")
+    # Bytes that are not UTF-8 become lone surrogates, which path_id refuses: replacing
+    # them with U+FFFD made different ids (%fe, %ff) name the same thread.
+    decoded = unquote(raw, errors="surrogateescape")
     return decoded.replace("%", "%25").replace("/", "%2F")
 
 
@@ -29,12 +31,24 @@ def path_id(value: str) -> str:
 
     Raises:
         ApiError: 422 for an id holding a NUL character, which no id can hold
-            (PostgreSQL could not even look it up).
+            (PostgreSQL could not even look it up), or bytes that are not UTF-8.
     """
-    decoded = unquote(value, errors="replace")
+    decoded = unquote(value, errors="surrogateescape")
     if "\x00" in decoded:
-        raise ApiError(422, f"the id {decoded!r} in the path contains a NUL character")
+        raise ApiError(422, f"the id {_shown(decoded)} in the path contains a NUL character")
+    try:
+        decoded.encode("utf-8")
+    except UnicodeEncodeError:
+        raise ApiError(
+            422, f"the id {_shown(decoded)} in the path is not UTF-8 once percent-decoded"
+        ) from None
     return decoded
+
+
+def _shown(value: str) -> str:
+    """``value`` for an error message: escaped, and cut short (an id may be megabytes)."""
+    text = value.encode("utf-8", "backslashreplace").decode("ascii", "backslashreplace")
+    return repr(text if len(text) <= 80 else text[:77] + "...")
 
 
 class SegmentPaths:

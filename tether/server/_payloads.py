@@ -72,6 +72,14 @@ def _text(value: str, path: str, nul: bool) -> str | None:
     return None
 
 
+def _key_text(key: str, path: str, nul: bool) -> str | None:
+    if nul and "\x00" in key:
+        return f"{path} has a key with a NUL character"
+    if _text(key, path, nul=False) is not None:
+        return f"{path} has a key that is not valid Unicode text (a lone surrogate)"
+    return None
+
+
 def refusal(value: Any, path: str, *, nul: bool = False, depth: int = 0) -> str | None:
     """Why ``value`` cannot be stored and sent back, as a message naming where; else ``None``.
 
@@ -94,7 +102,7 @@ def _container(value: dict[Any, Any] | list[Any], path: str, nul: bool, depth: i
     items: Any
     if isinstance(value, dict):
         for key in value:
-            found = _text(key, f"{path} (a key)", nul) if isinstance(key, str) else None
+            found = _key_text(key, path, nul) if isinstance(key, str) else None
             if found is not None:
                 return found
         items = ((f"{path}.{k}", v) for k, v in value.items())

@@ -44,6 +44,7 @@ __all__ = [
     "resume_input",
     "resumed_event",
     "run_params",
+    "thread_marks",
     "visible_assistant",
     "where",
 ]
@@ -337,3 +338,9 @@ def attempts_exceeded(run: Run) -> Outcome:
     return Outcome(
         "error", "error", error=error, thread_error=error, reason="max attempts exceeded"
     )
+
+
+def thread_marks(assistant: Assistant) -> dict[str, str]:
+    """What a run writes into its thread's metadata, as LangGraph's server does: the graph and
+    the assistant (so ``threads.search(metadata={"graph_id": ...})`` finds the thread)."""
+    return {"graph_id": assistant.graph_id, "assistant_id": assistant.assistant_id}

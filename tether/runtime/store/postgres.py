@@ -271,7 +271,7 @@ class PostgresRunStore(PostgresEditHooks, PostgresCronHooks, CronPlane, Retentio
         """§3.3.7 inside the caller's transaction (a cron's fire is one too)."""
         thread_id = v.thread_id or new_id()
         if v.create_thread:
-            meta = {"graph_id": assistant.graph_id, "assistant_id": assistant.assistant_id}
+            meta = control.thread_marks(assistant)
             await cur.execute(
                 """INSERT INTO tether_threads (thread_id, tenant_id, metadata, temporary,
                        status) VALUES (%s, %s, %s::jsonb, %s, 'busy')
@@ -306,9 +306,13 @@ class PostgresRunStore(PostgresEditHooks, PostgresCronHooks, CronPlane, Retentio
         superseded = [
             await self._cancel_in(cur, run_id, action, reason) for run_id, action in decision.cancel
         ]
+        # As LangGraph's server: a thread not busy takes the graph and assistant of its run.
         await cur.execute(
-            "UPDATE tether_threads SET status = 'busy', updated_at = now() WHERE thread_id = %s",
-            (thread_id,),
+            """UPDATE tether_threads SET updated_at = now(), status = 'busy',
+                      metadata = CASE WHEN status = 'busy' THEN metadata
+                                      ELSE metadata || %s::jsonb END
+                WHERE thread_id = %s""",
+            (dumps(control.thread_marks(assistant)), thread_id),
         )
         await cur.execute("SELECT pg_notify('tether_runs', %s)", (assistant.graph_id,))
         return Created(await self._locked_run(cur, v.run_id), tuple(superseded), continued)

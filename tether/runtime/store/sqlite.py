@@ -143,7 +143,7 @@ def _continue_interrupted(db: DB, now: float, thread_id: str, new: str) -> Run |
 def _create_run(db: DB, now: float, v: ValidRun, assistant: Assistant, tenant: str) -> Created:
     thread_id = v.thread_id or new_id()
     if v.create_thread:
-        meta = dumps({"graph_id": assistant.graph_id, "assistant_id": assistant.assistant_id})
+        meta = dumps(control.thread_marks(assistant))
         db.execute(
             """INSERT INTO tether_threads (thread_id, tenant_id, metadata, temporary, status,
                    created_at, updated_at, state_updated_at)
@@ -151,10 +151,14 @@ def _create_run(db: DB, now: float, v: ValidRun, assistant: Assistant, tenant: s
             (thread_id, tenant, meta, v.temporary, now, now, now),
         )
     owner = db.execute(
-        "SELECT tenant_id FROM tether_threads WHERE thread_id = ?", (thread_id,)
+        "SELECT tenant_id, status, metadata FROM tether_threads WHERE thread_id = ?", (thread_id,)
     ).fetchone()
     if owner is None or owner[0] != tenant:
         raise ThreadNotFoundError(control.no_thread(thread_id))
+    # As LangGraph's server: a thread not busy takes the graph and assistant of its run.
+    metadata = owner[2]
+    if owner[1] != "busy":
+        metadata = dumps({**db.rows.json(owner[2]), **control.thread_marks(assistant)})
     inflight = [
         InflightRun(r[0], r[1])
         for r in db.execute(
@@ -177,8 +181,9 @@ def _create_run(db: DB, now: float, v: ValidRun, assistant: Assistant, tenant: s
     reason = superseded_reason(v.run_id, v.strategy)
     superseded = tuple(_cancel_in(db, now, r, action, reason) for r, action in decision.cancel)
     db.execute(
-        "UPDATE tether_threads SET status = 'busy', updated_at = ? WHERE thread_id = ?",
-        (now, thread_id),
+        "UPDATE tether_threads SET status = 'busy', updated_at = ?, metadata = ? "
+        "WHERE thread_id = ?",
+        (now, metadata, thread_id),
     )
     return Created(_run(db, v.run_id), superseded, continued)
 

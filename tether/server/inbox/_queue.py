@@ -209,9 +209,13 @@ async def entry(
     """
     moment = now or datetime.now(UTC)
     rt = tenant_runtime(runtime, user)
-    view = await get_approval(await rt.checkpointer(), approval_id)
+    unknown = UnknownApprovalError(f"no approval request {approval_id!r}")
+    try:
+        view = await get_approval(await rt.checkpointer(), approval_id)
+    except UnknownApprovalError:
+        raise unknown from None  # the same answer as for another tenant's request
     if not await _in_tenant(rt, view.request.thread_id):
-        raise UnknownApprovalError(f"no approval request {approval_id!r}")
+        raise unknown
     run = None
     if view.status == "pending":
         for candidate in await rt.list(thread_id=view.request.thread_id, status="interrupted"):
