@@ -57,8 +57,8 @@ from tether.runtime.streaming import (
     metadata_event,
     to_json,
 )
+from tether.steps import BUDGET_ROOT_KEY as ROOT_KEY
 from tether.steps import forget_thread
-from tether.steps._scope import ROOT_KEY
 
 __all__ = ["Execution", "input_token"]
 

@@ -14,12 +14,14 @@ from tether.steps._errors import (
 from tether.steps._forget import forget_thread
 from tether.steps._log import Step, append_step, read_steps, read_steps_sync
 from tether.steps._model import RecordedChatModel, RecordedModel, recorded
+from tether.steps._scope import ROOT_KEY as BUDGET_ROOT_KEY
 from tether.steps._scope import replay_only
 from tether.steps._tools import DurableTool, ReconcileResult, durable_tool, idempotency_key
 from tether.steps._transcript import ContextBuilder, ContextWindow, transcript_channel
 from tether.steps._versions import VersionPins, graph_fingerprint, pin_versions
 
 __all__ = [
+    "BUDGET_ROOT_KEY",
     "Budget",
     "BudgetExceededError",
     "ContextBuilder",
