@@ -2,13 +2,15 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 import pytest
 from langgraph.graph import END, START, StateGraph
 
 from tests.runtime.project.agents import Trace
 from tests.runtime.workers import Workers
 from tether import open_checkpointer
-from tether.runtime import InvalidRunRequestError, Runtime
+from tether.runtime import InvalidRunRequestError, Run, Runtime
 
 
 async def _checkpoints(url: str, thread_id: str) -> list[str]:
@@ -66,24 +68,21 @@ async def test_a_run_cannot_share_the_budget_of_another_tenant_s_thread(
     tenant's threads would read and charge that tenant's budget."""
     acme, globex = runtime.scoped("acme"), runtime.scoped("globex")
     workers.start(1)
-    theirs = await acme.create("three_node", thread_id="acme-thread", input=START_INPUT)
-    assert (await acme.wait(theirs.run_id, timeout=60)).status == "success"
 
-    config = {"configurable": {"tether_root_thread_id": "acme-thread"}}
-    run = await globex.create(
-        "three_node", thread_id="globex-thread", input=START_INPUT, config=config
-    )
-    done = await globex.wait(run.run_id, timeout=60)
+    async def finished(tenant: Any, thread_id: str, root: str | None = None) -> Run:
+        config = {"configurable": {"tether_root_thread_id": root}} if root else None
+        run = await tenant.create(
+            "three_node", thread_id=thread_id, input=START_INPUT, config=config
+        )
+        return await tenant.wait(run.run_id, timeout=60)
+
+    assert (await finished(acme, "acme-thread")).status == "success"
+    done = await finished(globex, "globex-thread", root="acme-thread")
     assert done.status == "error"
     assert done.error is not None
     assert done.error["error"] == "InvalidRunRequestError"
     assert "'acme-thread' names no thread of this run's tenant" in done.error["message"]
 
-    mine = await globex.create("three_node", thread_id="globex-fork", input=START_INPUT)
-    assert (await globex.wait(mine.run_id, timeout=60)).status == "success"
-    config = {"configurable": {"tether_root_thread_id": "globex-fork"}}
-    shared = await globex.create(
-        "three_node", thread_id="globex-other", input=START_INPUT, config=config
-    )
-    other = await globex.wait(shared.run_id, timeout=60)
+    assert (await finished(globex, "globex-fork")).status == "success"
+    other = await finished(globex, "globex-other", root="globex-fork")
     assert other.status == "success", other.error

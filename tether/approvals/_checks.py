@@ -30,6 +30,7 @@ from typing import Any
 from langgraph.pregel import Pregel
 from pydantic import BaseModel, ValidationError
 
+from tether._text import text_problem
 from tether.approvals._io import Graph
 from tether.approvals._storage import ApprovalRequest, format_time, require_record
 from tether.approvals.errors import (
@@ -145,15 +146,9 @@ def _check_text(name: str, value: str | None) -> None:
     """
     if value is None:
         return
-    if "\x00" in value:
-        raise ApprovalConfigError(f"{name} of a decision contains a NUL character")
-    try:
-        value.encode("utf-8")
-    except UnicodeEncodeError as exc:
-        raise ApprovalConfigError(
-            f"{name} of a decision is not valid Unicode text (a lone surrogate at "
-            f"position {exc.start})"
-        ) from None
+    problem = text_problem(value)
+    if problem is not None:
+        raise ApprovalConfigError(f"{name} of a decision {problem}")
 
 
 def build_decision(

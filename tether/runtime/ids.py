@@ -17,6 +17,7 @@ from uuid import UUID, uuid5
 
 from langgraph.checkpoint.base.id import uuid6
 
+from tether._text import text_problem
 from tether.runtime.errors import InvalidRunRequestError
 
 __all__ = [
@@ -80,12 +81,7 @@ def check_id(value: object, what: str) -> str:
         raise InvalidRunRequestError(
             f"{what} is {len(value)} characters long; the limit is {MAX_ID_LENGTH}"
         )
-    if "\x00" in value:
-        raise InvalidRunRequestError(f"{what} {value!r} contains a NUL character")
-    try:
-        value.encode("utf-8")
-    except UnicodeEncodeError as exc:
-        raise InvalidRunRequestError(
-            f"{what} {value!r} is not valid Unicode text (a lone surrogate at position {exc.start})"
-        ) from None
+    problem = text_problem(value)
+    if problem is not None:
+        raise InvalidRunRequestError(f"{what} {value!r} {problem}")
     return value

@@ -84,8 +84,9 @@ def merged_openapi(api: Any, custom: Any | None) -> None:
     own = api.openapi
 
     def openapi() -> dict[str, Any]:
-        if api.openapi_schema is not None:
-            return dict(api.openapi_schema)
+        if api.openapi_schema is not None:  # merged already: the cached document, as FastAPI
+            schema: dict[str, Any] = api.openapi_schema
+            return schema
         document: dict[str, Any] = own()  # cached by FastAPI: merged once
         theirs = described() or {}
         document.setdefault("paths", {}).update(theirs.get("paths") or {})

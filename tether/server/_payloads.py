@@ -17,6 +17,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
+from tether._text import text_problem
 from tether.server._errors import ApiError
 
 __all__ = [
@@ -62,14 +63,8 @@ MAX_DEPTH = 100
 
 
 def _text(value: str, path: str, nul: bool) -> str | None:
-    if nul and "\x00" in value:
-        return f"{path} contains a NUL character"
-    if not value.isascii():
-        try:
-            value.encode("utf-8")
-        except UnicodeEncodeError as exc:
-            return f"{path} is not valid Unicode text (a lone surrogate at position {exc.start})"
-    return None
+    problem = text_problem(value, nul=nul)
+    return None if problem is None else f"{path} {problem}"
 
 
 def _key_text(key: str, path: str, nul: bool) -> str | None:
