@@ -298,6 +298,7 @@ async def test_every_payload_is_plain_json() -> None:
         (["custom", "debug"], ["checkpoints", "custom", "debug", "tasks", "updates"]),
         (["tasks", "tasks"], ["checkpoints", "tasks", "updates"]),
         ([], ["checkpoints", "tasks", "updates"]),
+        (["events", "values"], ["checkpoints", "tasks", "updates", "values"]),
     ],
 )  # fmt: skip
 def test_modes_asked_of_langgraph(requested: list[str] | str, asked: list[str]) -> None:
@@ -308,7 +309,6 @@ def test_modes_asked_of_langgraph(requested: list[str] | str, asked: list[str]) 
     ("requested", "message"),
     [
         (["values", "value"], r"'value' is not a stream mode; use one of checkpoints, custom"),
-        ("events", r"stream_mode 'events' needs LangGraph's astream_events path"),
         (["tools"], r"stream_mode 'tools' is only served on the v2 routes"),
     ],
 )  # fmt: skip

@@ -559,12 +559,39 @@ async def test_stream_version_2_parts(client: LangGraphClient) -> None:
     assert all(p["ns"] == [] for p in parts)
 
 
+async def test_events_stream_langchain_callback_events(client: LangGraphClient) -> None:
+    """``stream_mode="events"`` streams every callback event of the run (``astream_events``
+    v2), the chat model's tokens included, beside any other mode asked for."""
+    thread = await client.threads.create()
+    tid = thread["thread_id"]
+    question = {"messages": [{"role": "user", "content": "hi"}]}
+    parts = await _parts(
+        client.runs.stream(tid, "chat", input=question, stream_mode=["events", "values"])
+    )
+    assert parts[0].event == "metadata"
+    events = [p.data for p in parts if p.event == "events"]
+    kinds = [e["event"] for e in events]
+    assert kinds[0] == "on_chain_start"
+    assert events[0]["name"] == "chat"  # the graph, named by its id
+    assert kinds[-1] == "on_chain_end"
+    assert {"run_id", "name", "tags", "metadata", "data", "parent_ids"} <= set(events[0])
+    started = {e["name"] for e in events if e["event"] == "on_chain_start"}
+    assert "reply" in started
+    tokens = [e["data"]["chunk"]["content"] for e in events if e["event"] == "on_chat_model_stream"]
+    assert len(tokens) > 1
+    assert "".join(tokens) == "hello from tether"
+    # The graph's own stream chunks are not events: they come under their modes.
+    assert "on_chain_stream" not in {e["event"] for e in events if e["name"] == "chat"}
+    values = [p.data for p in parts if p.event == "values"]
+    assert values[-1]["messages"][-1]["content"] == "hello from tether"
+    state = await client.threads.get_state(tid)
+    assert state["values"]["messages"][-1]["content"] == "hello from tether"
+
+
 async def test_stream_modes_tether_does_not_serve_are_named(client: LangGraphClient) -> None:
     thread = await client.threads.create()
-    with pytest.raises(UnprocessableEntityError, match="'events' needs LangGraph's astream_events"):
-        await _parts(
-            client.runs.stream(thread["thread_id"], "echo", input={}, stream_mode="events")
-        )
+    with pytest.raises(UnprocessableEntityError, match="'tools' is only served on the v2 routes"):
+        await _parts(client.runs.stream(thread["thread_id"], "echo", input={}, stream_mode="tools"))
 
 
 async def test_a_failing_graph_factory_is_named(client: LangGraphClient) -> None:

@@ -53,7 +53,7 @@ from tether.runtime.store.base import Claim, NewEvent, Outcome, RunStore
 from tether.runtime.streaming import (
     EventMapper,
     error_event,
-    langgraph_modes,
+    graph_stream,
     metadata_event,
     to_json,
 )
@@ -318,11 +318,11 @@ class Execution:
         for name in ("interrupt_before", "interrupt_after", "context"):
             if kwargs.get(name) is not None:
                 options[name] = kwargs[name]
-        stream = graph.astream(
+        stream = graph_stream(
+            graph,
             payload,
             config,
-            stream_mode=langgraph_modes(requested),
-            subgraphs=True,
+            requested,
             durability=kwargs.get("durability") or "async",
             **options,
         )

@@ -16,6 +16,9 @@ server (``langgraph_api/stream.py``) would send for the client's modes only:
   server names these without the subgraph suffix.
 - ``messages-tuple``: ``messages`` (``messages|<ns>`` in a subgraph) with
   ``[message chunk, metadata]``.
+- ``events``: the run is streamed with ``astream_events`` (:func:`graph_stream`)
+  and every callback event but the root's stream chunks is sent as ``events``,
+  whatever its namespace, as the server sends them.
 - An interrupt reaches a client that asked only for ``values`` as a ``values``
   event carrying ``__interrupt__``: LangGraph 1.0.4 and later put interrupts in
   the values stream itself, so the ``updates`` chunk is not sent again (the
@@ -35,11 +38,12 @@ server's allow-list.
 
 from __future__ import annotations
 
+import contextlib
 import re
 import uuid
 from base64 import b64encode
 from collections import deque
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import AsyncGenerator, Callable, Iterable, Sequence
 from datetime import timedelta, timezone
 from decimal import Decimal
 from ipaddress import (
@@ -71,6 +75,7 @@ __all__ = [
     "Event",
     "EventMapper",
     "error_event",
+    "graph_stream",
     "json_default",
     "langgraph_modes",
     "metadata_event",
@@ -81,10 +86,19 @@ __all__ = [
 Event = tuple[str, Any]
 
 STREAM_MODES = frozenset(
-    {"values", "updates", "messages", "messages-tuple", "custom", "debug", "tasks", "checkpoints"}
+    {
+        "values",
+        "updates",
+        "messages",
+        "messages-tuple",
+        "custom",
+        "debug",
+        "tasks",
+        "checkpoints",
+        "events",
+    }
 )
 _NOT_YET = {
-    "events": "needs LangGraph's astream_events path, which tether does not run yet",
     "tools": "is only served on the v2 routes",
     "lifecycle": "is only served on the v2 routes",
 }
@@ -127,16 +141,60 @@ def langgraph_modes(requested: str | Iterable[str]) -> list[str]:
     """The ``stream_mode`` list to give ``astream`` for the client's modes.
 
     The client's modes, plus ``updates``, ``tasks`` and ``checkpoints``;
-    ``messages-tuple`` is LangGraph's ``messages``.
+    ``messages-tuple`` is LangGraph's ``messages``, and ``events`` is not a
+    mode of ``astream`` (the run is streamed with ``astream_events`` instead).
 
     Raises:
         InvalidRunRequestError: As :func:`stream_modes`.
     """
     modes = set(stream_modes(requested))
-    wanted = (modes | {"updates", "tasks", "checkpoints"}) - {"messages-tuple"}
+    wanted = (modes | {"updates", "tasks", "checkpoints"}) - {"messages-tuple", "events"}
     if "messages-tuple" in modes:
         wanted.add("messages")
     return sorted(wanted)
+
+
+def graph_stream(
+    graph: Any, payload: Any, config: dict[str, Any], requested: Iterable[str], **kwargs: Any
+) -> AsyncGenerator[tuple[tuple[str, ...], str, Any]]:
+    """``(namespace, mode, chunk)`` for each chunk of the run, as :meth:`EventMapper.map` takes.
+
+    Without ``events`` among the client's modes, ``graph.astream(...,
+    subgraphs=True)``. With it, ``graph.astream_events(version="v2")`` as the
+    server runs it: the root run's ``on_chain_stream`` events carry the same
+    chunks, and every other event comes as ``((), "events", event)``
+    (LangSmith-hidden ones left out).
+    """
+    modes = langgraph_modes(requested)
+    if "events" not in stream_modes(requested):
+        stream: AsyncGenerator[tuple[tuple[str, ...], str, Any]] = graph.astream(
+            payload, config, stream_mode=modes, subgraphs=True, **kwargs
+        )
+        return stream
+    return _with_callback_events(graph, payload, config, modes, **kwargs)
+
+
+async def _with_callback_events(
+    graph: Any, payload: Any, config: dict[str, Any], modes: list[str], **kwargs: Any
+) -> AsyncGenerator[tuple[tuple[str, ...], str, Any]]:
+    root = config.get("run_id") or uuid.uuid4()
+    events = graph.astream_events(
+        payload,
+        {**config, "run_id": root},
+        version="v2",
+        stream_mode=modes,
+        subgraphs=True,
+        **kwargs,
+    )
+    async with contextlib.aclosing(events):
+        async for event in events:
+            if "langsmith:hidden" in (event.get("tags") or ()):
+                continue
+            if event["event"] == "on_chain_stream" and event["run_id"] == str(root):
+                ns, mode, chunk = event["data"]["chunk"]
+                yield tuple(ns), mode, chunk
+            else:
+                yield (), "events", event
 
 
 def metadata_event(run_id: str | uuid.UUID, attempt: int) -> Event:
@@ -262,6 +320,8 @@ class EventMapper:
             self._remember_interrupts(ns, chunk["__interrupt__"])
         if mode == "messages":
             return events + self._messages_events(ns, chunk)
+        if mode == "events":  # LangChain's callback events, namespace and all, unfiltered
+            return [("events", to_json(chunk))] if "events" in self.requested else []
         if mode == "updates" and not ns and self._hidden:
             events += self._surfaced(chunk)
         if mode not in self.requested or (ns and not self.subgraphs):

@@ -37,6 +37,7 @@ LANGGRAPH_EVENTS = frozenset(
         "debug",
         "tasks",
         "checkpoints",
+        "events",
         "error",
         "feedback",
     }
