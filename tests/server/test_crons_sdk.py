@@ -96,8 +96,8 @@ async def test_bad_cron_requests(client: LangGraphClient, server: str) -> None:
         await client.crons.create("nope", schedule="* * * * *")
     with pytest.raises(NotFoundError):
         await client.crons.create_for_thread(str(uuid.uuid4()), "echo", schedule="* * * * *")
-    with pytest.raises(UnprocessableEntityError, match="webhook"):
-        await client.crons.create("echo", schedule="* * * * *", webhook="https://x.example")
+    with pytest.raises(UnprocessableEntityError, match="absolute http"):
+        await client.crons.create("echo", schedule="* * * * *", webhook="ftp://x.example")
     cron = await client.crons.create(
         "echo", schedule="0 0 1 1 *", end_time=datetime.now(UTC) + timedelta(days=400)
     )

@@ -10,6 +10,8 @@
 * :class:`Scheduler`: run by one leading worker per run store, it expires
   approvals, times out runs past their deadline, fires :class:`Cron` schedules
   (``Runtime.create_cron``) and cleans up;
+* :class:`WebhookPolicy`: which ``webhook`` URLs a run may name, and how a
+  worker posts a run's outcome to it (``webhooks`` in ``langgraph.json``);
 * :func:`unfinished` / :func:`aunfinished`: whether a thread's run has work
   left, including the case ``get_state().next`` misses (a run killed after a
   step's writes were stored and before its checkpoint was).
@@ -39,6 +41,7 @@ from tether.runtime.errors import (
 from tether.runtime.models import Cron, Run, RunEvent, RunStatus, Thread, ThreadStatus
 from tether.runtime.scheduler import Retention, Scheduler, TickReport
 from tether.runtime.sync import SyncRuntime
+from tether.runtime.webhooks import WebhookPolicy, WebhookRefusedError
 from tether.runtime.worker import Worker
 from tether.runtime.worker_role import WorkerGrant, grant_worker_role
 
@@ -68,6 +71,8 @@ __all__ = [
     "ThreadStatus",
     "TickReport",
     "UnknownGraphError",
+    "WebhookPolicy",
+    "WebhookRefusedError",
     "Worker",
     "WorkerGrant",
     "aunfinished",

@@ -209,6 +209,7 @@ class Runtime(CronMethods):
         checkpoint_id: str | None = None,
         durability: Literal["sync", "async", "exit"] | None = None,
         run_id: str | None = None,
+        webhook: str | None = None,
     ) -> Run:
         """Enqueue a run of ``assistant_id`` (an assistant or graph id); it is ``pending``."""
         request = run_request(
@@ -232,6 +233,7 @@ class Runtime(CronMethods):
             checkpoint_id=checkpoint_id,
             durability=durability,
             run_id=run_id,
+            webhook=webhook,
         )
         created = await self.store.create_run(request, tenant=self.tenant)
         await self._after_create(created)

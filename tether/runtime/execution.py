@@ -49,7 +49,7 @@ from tether.runtime.graph_store import SharedStore, TenantStore
 from tether.runtime.models import Run
 from tether.runtime.project import Project
 from tether.runtime.saver import RunSaver
-from tether.runtime.store.base import Claim, NewEvent, Outcome, RunStore
+from tether.runtime.store.base import KEEP, Claim, NewEvent, Outcome, RunStore
 from tether.runtime.streaming import (
     EventMapper,
     error_event,
@@ -57,6 +57,7 @@ from tether.runtime.streaming import (
     metadata_event,
     to_json,
 )
+from tether.runtime.webhooks import WebhookSender, webhook_payload
 from tether.steps import BUDGET_ROOT_KEY as ROOT_KEY
 from tether.steps import forget_thread
 
@@ -94,6 +95,8 @@ class Execution:
     on_event: Callable[[], None] | None = None
     graph_store: SharedStore | None = None
     """LangGraph's store, given to every graph as one tenant's (see ``graph_store``)."""
+    webhooks: WebhookSender | None = None
+    """Sends the ``webhook`` of a run that ended (see :mod:`.webhooks`)."""
     _tenant_stores: dict[str, TenantStore] = field(default_factory=dict, repr=False)
 
     def _store_of(self, tenant: str) -> TenantStore | None:
@@ -130,10 +133,33 @@ class Execution:
                 return await self.store.release(hold, reason="worker stopping")
             # The last events go in the outcome's own transaction: one write, not two.
             with _taken_events(ctx) as events:
-                return await self.store.finish(hold, outcome, events)
+                finished = await self.store.finish(hold, outcome, events)
         except (FenceLostError, LeaseLostError):
             log.warning("run %s: lease lost before its outcome was written", run.run_id)
             return None
+        await self._send_webhook(finished, outcome)
+        return finished
+
+    async def _send_webhook(self, run: Run, outcome: Outcome) -> None:
+        """Once the outcome is written: POST it to the run's ``webhook``, if it has one."""
+        url = run.kwargs.get("webhook")
+        shown = run.as_langgraph()
+        if self.webhooks is None or not isinstance(url, str) or shown is None:
+            return
+        values = outcome.values
+        if values is KEEP:  # the thread kept its state: send that
+            with contextlib.suppress(ThreadNotFoundError):
+                values = (await self.store.get_thread(run.thread_id, tenant=run.tenant_id)).values
+        values = None if values is KEEP else values
+        payload = webhook_payload(
+            shown,
+            values=values,
+            started_at=run.started_at,
+            ended_at=run.ended_at,
+            error=run.error,
+            allowed_fields=self.webhooks.policy.allowed_fields,
+        )
+        self.webhooks.send(url, payload, run_id=run.run_id)
 
     async def _outcome(self, run: Run, ctx: RunContext) -> Outcome | str | None:
         kwargs = dict(run.kwargs)

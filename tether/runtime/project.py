@@ -50,6 +50,7 @@ from langgraph.store.base import BaseStore
 from tether.runtime._dotenv import read_dotenv
 from tether.runtime.errors import ProjectConfigError, UnknownGraphError
 from tether.runtime.objectref import ObjectRef, describe
+from tether.runtime.webhooks import WebhookPolicy
 
 __all__ = ["CompiledGraph", "GraphEntry", "ObjectRef", "Project"]
 
@@ -207,6 +208,7 @@ class Project:
         self.http: Mapping[str, Any] | None = raw.get("http")
         self.auth_ref = _optional_ref(self.auth, "path", self.root, "auth")
         self.http_app = _optional_ref(self.http, "app", self.root, "http")
+        self.webhooks = WebhookPolicy.from_project(raw)
         self._entries = dict(entries)
         self._bound: OrderedDict[tuple[str, int, int], tuple[object, CompiledGraph]] = OrderedDict()
 

@@ -47,6 +47,7 @@ from tether.runtime.project import Project
 from tether.runtime.saver import TENANT_KEY, RunSaver
 from tether.runtime.store import open_run_store
 from tether.runtime.store.base import Claim, RunStore, WorkerInfo
+from tether.runtime.webhooks import WebhookSender
 
 if TYPE_CHECKING:
     from tether.runtime.scheduler import Retention
@@ -186,8 +187,14 @@ class Worker:
             await notifier.start()
             saver = RunSaver(base)
             graph_store = SharedStore(self.url)  # opened when a graph first uses it
+            webhooks = WebhookSender(self.project.webhooks)
             execution = Execution(
-                store, self.project, saver, self.worker_id, graph_store=graph_store
+                store,
+                self.project,
+                saver,
+                self.worker_id,
+                graph_store=graph_store,
+                webhooks=webhooks,
             )
             await register_graphs(store, self.project.graph_ids)
             await store.register_worker(
@@ -223,6 +230,7 @@ class Worker:
                     self._scheduler_stop.set()
                     with contextlib.suppress(asyncio.CancelledError, TimeoutError):
                         await asyncio.wait_for(scheduling, self.shutdown_grace)
+                await webhooks.aclose(self.shutdown_grace)
                 await notifier.aclose()
                 await graph_store.aclose()
                 with contextlib.suppress(Exception):

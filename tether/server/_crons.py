@@ -144,8 +144,7 @@ def cron_json(cron: Cron) -> dict[str, Any]:
 
 
 async def _create(srv: Served, thread_id: str | None, body: CronCreate) -> dict[str, Any]:
-    if body.webhook is not None:
-        raise ApiError(422, "webhook is not supported by tether serve yet; omit it")
+    await srv.check_webhook(body.webhook)
     if thread_id is not None and body.on_run_completed is not None:
         raise ApiError(
             422, "on_run_completed is for stateless crons; a thread's cron runs on that thread"
@@ -162,6 +161,7 @@ async def _create(srv: Served, thread_id: str | None, body: CronCreate) -> dict[
         "stream_mode": body.stream_mode,
         "stream_subgraphs": body.stream_subgraphs,
         "durability": durability,
+        "webhook": body.webhook,
     }
     cron = await srv.runtime.create_cron(
         body.assistant_id,

@@ -50,16 +50,15 @@ def _shown(run: Run) -> dict[str, Any]:
     return shown
 
 
-def _check(body: RunCreate) -> None:
-    if body.webhook is not None:
-        raise ApiError(422, "webhook is not supported by tether serve yet; omit it")
+async def _check(srv: Served, body: RunCreate) -> None:
+    await srv.check_webhook(body.webhook)
     # The run store accepts every LangGraph mode; the worker refuses those it cannot
     # serve. Refuse them here, before a run is created only to fail.
     streaming.stream_modes(body.stream_mode)
 
 
 async def _create(srv: Served, thread_id: str | None, body: RunCreate) -> Run:
-    _check(body)
+    await _check(srv, body)
     checkpoint_id = body.checkpoint_id or (body.checkpoint or {}).get("checkpoint_id")
     durability = body.durability
     if durability is None and body.checkpoint_during is not None:
@@ -82,6 +81,7 @@ async def _create(srv: Served, thread_id: str | None, body: RunCreate) -> Run:
         interrupt_after=body.interrupt_after,
         checkpoint_id=checkpoint_id,
         durability=durability,  # type: ignore[arg-type]
+        webhook=body.webhook,
     )
 
 
@@ -184,7 +184,7 @@ async def create_stateless_runs(
 ) -> list[dict[str, Any]]:
     """Several stateless runs at once (each is checked before any is created)."""
     for body in bodies:
-        _check(body)
+        await _check(srv, body)
     return [_shown(await _create(srv, None, body)) for body in bodies]
 
 

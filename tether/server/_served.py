@@ -22,7 +22,7 @@ from fastapi import Request
 from langchain_core.runnables import RunnableConfig
 
 from tether.debug import DebugError, timeline
-from tether.runtime import Run, Runtime, Thread
+from tether.runtime import Run, Runtime, Thread, WebhookRefusedError
 from tether.runtime import project as projects
 from tether.server._errors import ApiError
 from tether.server._mapping import empty_state, state_json
@@ -48,6 +48,15 @@ class Served:
     def has_handlers(self) -> bool:
         """Whether :meth:`authorize_thread` asks a project's ``@auth.on`` handlers."""
         return False
+
+    async def check_webhook(self, url: str | None) -> None:
+        """Refuse (422) a webhook URL the project's ``webhooks`` policy does not allow."""
+        if url is None:
+            return
+        try:
+            await self.project.webhooks.check_resolved(url)
+        except WebhookRefusedError as refused:
+            raise ApiError(422, str(refused)) from None
 
     async def discard_thread(self, thread_id: str) -> None:
         """Delete a thread this request itself created and could not finish (a half-made fork):

@@ -50,6 +50,8 @@ INVALID: list[tuple[dict[str, Any], str]] = [
     ({"kwargs": {"interrupt_before": "tools"}}, "interrupt_before must be '*' or a list"),
     ({"kwargs": {"interrupt_after": [1]}}, "interrupt_after must be '*' or a list"),
     ({"kwargs": {"checkpoint_id": ""}}, "checkpoint_id must not be empty"),
+    ({"kwargs": {"webhook": "/threads"}}, "must be an absolute http(s) URL"),
+    ({"kwargs": {"webhook": 7}}, "webhook must be a URL string, got 7"),
     ({"run_id": ""}, "run_id must not be empty"),
     ({"if_not_exists": "maybe"}, "if_not_exists 'maybe' is unknown"),
     ({"on_completion": "archive"}, "on_completion 'archive' is unknown"),

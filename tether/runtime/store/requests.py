@@ -41,6 +41,7 @@ PAYLOAD_KEYS = frozenset(
         "interrupt_before",
         "interrupt_after",
         "durability",
+        "webhook",
     }
 )
 
@@ -81,6 +82,7 @@ def run_request(
     checkpoint_id: str | None = None,
     durability: Durability | None = None,
     run_id: str | None = None,
+    webhook: str | None = None,
 ) -> NewRun:
     """The request ``Runtime.create`` sends for these arguments (see it for each one)."""
     kwargs: dict[str, Any] = {
@@ -94,6 +96,7 @@ def run_request(
         "interrupt_after": interrupt_after,
         "checkpoint_id": checkpoint_id,
         "durability": durability,
+        "webhook": webhook,
     }
     kwargs.update({k: v for k, v in optional.items() if v is not None})
     deadline_at = datetime.now(UTC) + deadline if isinstance(deadline, timedelta) else deadline

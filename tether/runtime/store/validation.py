@@ -20,6 +20,7 @@ from tether.runtime.models import STREAM_MODES, Durability, InputKind, Multitask
 from tether.runtime.multitask import check_strategy
 from tether.runtime.store.base import NewRun
 from tether.runtime.store.encoding import dumps, find_nul
+from tether.runtime.webhooks import WebhookPolicy, WebhookRefusedError
 
 __all__ = ["COMMAND_KEYS", "ValidRun", "check_mapping", "encode", "validate"]
 
@@ -142,6 +143,12 @@ def _check_run_options(kwargs: Mapping[str, Any]) -> None:
     checkpoint_id = kwargs.get("checkpoint_id")
     if checkpoint_id is not None:
         check_id(checkpoint_id, "checkpoint_id")
+    webhook = kwargs.get("webhook")
+    if webhook is not None:
+        try:
+            WebhookPolicy(disable_loopback=False).check(webhook)
+        except WebhookRefusedError as refused:
+            raise InvalidRunRequestError(str(refused)) from None
 
 
 def _command(request: NewRun) -> InputKind:
