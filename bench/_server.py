@@ -96,9 +96,19 @@ def _server(
 
 @contextlib.contextmanager
 def tether_serve(
-    url: str, workdir: Path, *, workers: int = 1, concurrency: int = 10, lease: float = 2.0
+    url: str,
+    workdir: Path,
+    *,
+    workers: int = 1,
+    concurrency: int = 10,
+    lease: float = 2.0,
+    worker_processes: int = 0,
 ) -> Iterator[str]:
-    """``tether serve`` on the run store ``url``; its base URL."""
+    """``tether serve`` on the run store ``url``; its base URL.
+
+    ``workers`` in-process workers; ``worker_processes`` separate ``tether worker``
+    processes beside it (with ``workers=0``, the server only answers HTTP).
+    """
     port = free_port()
     command = [
         *(sys.executable, "-m", "tether", "serve", "--config", str(PROJECT), "--url", url),
@@ -107,11 +117,33 @@ def tether_serve(
         "--no-auth",  # a loopback benchmark; langgraph dev has no authentication either
     ]
     base = f"http://127.0.0.1:{port}"
+    with contextlib.ExitStack() as stack:
+        try:
+            stack.enter_context(_server(command, f"{base}/ok", workdir, "tether-serve", 60))
+        except Unavailable as exc:
+            raise RuntimeError(f"tether serve did not start: {exc}") from exc
+        for i in range(worker_processes):
+            stack.enter_context(_worker(url, workdir, i, concurrency, lease))
+        yield base
+
+
+@contextlib.contextmanager
+def _worker(
+    url: str, workdir: Path, index: int, concurrency: int, lease: float
+) -> Iterator[subprocess.Popen[bytes]]:
+    """One ``tether worker`` process for the bench project (it has no port to wait on)."""
+    command = [
+        *(sys.executable, "-m", "tether", "worker", "--config", str(PROJECT), "--url", url),
+        *("--concurrency", str(concurrency), "--lease", str(lease)),
+    ]
+    with (workdir / f"tether-worker-{index}.log").open("wb") as out:
+        proc = subprocess.Popen(
+            command, stdout=out, stderr=subprocess.STDOUT, cwd=workdir, start_new_session=True
+        )
     try:
-        with _server(command, f"{base}/ok", workdir, "tether-serve", 60):
-            yield base
-    except Unavailable as exc:
-        raise RuntimeError(f"tether serve did not start: {exc}") from exc
+        yield proc
+    finally:
+        _stop(proc)
 
 
 @contextlib.contextmanager
