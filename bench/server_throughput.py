@@ -186,7 +186,7 @@ def report(results: dict[str, list[Figures]], skipped: str) -> None:
         print(f"langgraph dev skipped: {skipped}")
     ours = max(best["tether serve"].rate, best[SPLIT].rate)
     ratios = [
-        f"tether (best setup) / in-process {ours / best['in-process'].rate:.2f}x (goal >= 0.5)"
+        f"tether / in-process {ours / best['in-process'].rate:.2f}x (best setup; goal >= 0.5)"
     ]
     if "langgraph dev" in best:
         ratios.insert(
