@@ -24,6 +24,29 @@ def _kinds(world: Path) -> list[str]:
         return [k for (k,) in db.execute("SELECT kind FROM effects ORDER BY rowid")]
 
 
+_serving: dict[Worker, asyncio.Task[None]] = {}
+
+
+async def _until_emailed(runtime: Runtime, worker: Worker, run_id: str, world: Path) -> None:
+    """Wait (30 s at most) for the run's email; fail saying why if the run or worker ended."""
+    for _ in range(3000):
+        if "email" in _kinds(world):
+            return
+        serving = _serving[worker]
+        if serving.done():
+            raise AssertionError(f"the worker stopped: {serving.exception()!r}")
+        run = await runtime.get(run_id)
+        if run.terminal:
+            raise AssertionError(f"the run ended before it emailed: {run.status} {run.error}")
+        await asyncio.sleep(0.01)
+    run = await runtime.get(run_id)
+    kinds = [e.kind for e in await runtime.events(run_id)]
+    raise AssertionError(
+        f"the run never emailed: {run.status}, attempt {run.attempt}, worker {run.worker_id}, "
+        f"effects {_kinds(world)}, events {kinds}"
+    )
+
+
 @pytest.fixture
 async def worker(
     runtime_url: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
@@ -31,6 +54,7 @@ async def worker(
     monkeypatch.setenv("TETHER_TEST_WORKDIR", str(tmp_path))
     running = Worker(runtime_url, PROJECT, concurrency=2, lease=2.0)
     serving = asyncio.create_task(running.run())
+    _serving[running] = serving
     try:
         yield running
     finally:
@@ -65,12 +89,7 @@ async def test_a_rollback_cancel_compensates_before_the_run_is_deleted(
     runtime: Runtime, worker: Worker, tmp_path: Path
 ) -> None:
     run = await runtime.create("saga_waits", thread_id="saga-2", input={"messages": []})
-    for _ in range(3000):
-        if "email" in _kinds(tmp_path / "world.db"):
-            break
-        await asyncio.sleep(0.01)
-    else:
-        raise AssertionError("the run never emailed")
+    await _until_emailed(runtime, worker, run.run_id, tmp_path / "world.db")
     await runtime.cancel(run.run_id, action="rollback", reason="customer withdrew")
     for _ in range(3000):  # the worker has heard of the cancel: its next boundary stops the run
         held = worker._held.get(run.run_id)
