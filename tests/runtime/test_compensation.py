@@ -58,6 +58,7 @@ async def worker(
     try:
         yield running
     finally:
+        del _serving[running]
         running.stop(grace=False)
         with contextlib.suppress(asyncio.CancelledError):
             await asyncio.wait_for(serving, 30)

@@ -98,8 +98,14 @@ class ServeProcess:
 
 
 @contextlib.contextmanager
-def serving(url: str | None, workdir: Path, *extra: str) -> Iterator[ServeProcess]:
-    process = ServeProcess(url, workdir, extra)
+def serving(
+    url: str | None,
+    workdir: Path,
+    *extra: str,
+    project: Path = PROJECT,
+    env: dict[str, str] | None = None,
+) -> Iterator[ServeProcess]:
+    process = ServeProcess(url, workdir, extra, project=project, env=env or {})
     try:
         process.start()
         yield process

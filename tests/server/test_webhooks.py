@@ -20,7 +20,7 @@ import pytest
 from langgraph_sdk import get_client
 from langgraph_sdk.errors import UnprocessableEntityError
 
-from tests.server.conftest import PROJECT, ServeProcess, _store_url
+from tests.server.conftest import PROJECT, _store_url, serving
 
 
 class Receiver:
@@ -77,13 +77,12 @@ def hooked(
     }
     project = workdir / "langgraph.json"
     project.write_text(json.dumps(raw))
-    with _store_url(request, request.param, workdir) as url:
-        process = ServeProcess(url, workdir, project=project, env={"HOOK_TOKEN": "t0k"})
-        try:
-            process.start()
-            yield process.base
-        finally:
-            process.stop()
+    env = {"HOOK_TOKEN": "t0k"}
+    with (
+        _store_url(request, request.param, workdir) as url,
+        serving(url, workdir, project=project, env=env) as process,
+    ):
+        yield process.base
 
 
 async def test_a_finished_run_is_posted_with_its_values(hooked: str, receiver: Receiver) -> None:

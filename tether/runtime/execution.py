@@ -143,8 +143,10 @@ class Execution:
     async def _send_webhook(self, run: Run, outcome: Outcome) -> None:
         """Once the outcome is written: POST it to the run's ``webhook``, if it has one."""
         url = run.kwargs.get("webhook")
+        if self.webhooks is None or not isinstance(url, str):
+            return
         shown = run.as_langgraph()
-        if self.webhooks is None or not isinstance(url, str) or shown is None:
+        if shown is None:  # rolled back: the run no longer exists to be shown
             return
         values = outcome.values
         if values is KEEP:  # the thread kept its state: send that

@@ -40,7 +40,13 @@ from urllib.parse import urlsplit
 
 from tether.runtime.errors import ProjectConfigError
 
-__all__ = ["WebhookPolicy", "WebhookRefusedError", "WebhookSender", "webhook_payload"]
+__all__ = [
+    "WebhookPolicy",
+    "WebhookRefusedError",
+    "WebhookSender",
+    "url_form",
+    "webhook_payload",
+]
 
 log = logging.getLogger(__name__)
 
@@ -94,6 +100,30 @@ def _expand(value: str) -> str:
         return os.environ[name]
 
     return _ENV_TEMPLATE.sub(env, value)
+
+
+def url_form(url: object) -> tuple[str, str, int]:
+    """Refuse what no policy accepts: not an absolute http(s) URL with a host and no
+    credentials. Its scheme, host and port (the scheme's default if none is given)."""
+    if not isinstance(url, str) or not url:
+        raise WebhookRefusedError(f"webhook must be a URL string, got {url!r}")
+    try:
+        parts = urlsplit(url)
+        port = parts.port
+    except ValueError as exc:
+        raise WebhookRefusedError(f"webhook {url!r} is not a URL: {exc}") from None
+    scheme = parts.scheme.lower()
+    if scheme not in ("http", "https"):
+        raise WebhookRefusedError(
+            f"webhook {url!r} must be an absolute http(s) URL (relative and other "
+            "schemes are refused)"
+        )
+    host = (parts.hostname or "").lower()
+    if not host:
+        raise WebhookRefusedError(f"webhook {url!r} has no host")
+    if parts.username is not None or parts.password is not None:
+        raise WebhookRefusedError("webhook URL must not carry credentials; use webhooks.headers")
+    return scheme, host, port if port is not None else (443 if scheme == "https" else 80)
 
 
 @dataclass(frozen=True)
@@ -160,33 +190,13 @@ class WebhookPolicy:
 
     def check(self, url: object) -> tuple[str, int]:
         """Refuse a malformed or disallowed URL (no lookup); its host and port."""
-        if not isinstance(url, str) or not url:
-            raise WebhookRefusedError(f"webhook must be a URL string, got {url!r}")
-        if len(url) > self.max_url_length:
+        if isinstance(url, str) and len(url) > self.max_url_length:
             raise WebhookRefusedError(
                 f"webhook URL is {len(url)} characters; at most {self.max_url_length}"
             )
-        try:
-            parts = urlsplit(url)
-            port = parts.port
-        except ValueError as exc:
-            raise WebhookRefusedError(f"webhook {url!r} is not a URL: {exc}") from None
-        scheme = parts.scheme.lower()
-        if scheme not in ("http", "https"):
-            raise WebhookRefusedError(
-                f"webhook {url!r} must be an absolute http(s) URL (relative and other "
-                "schemes are refused)"
-            )
+        scheme, host, port = url_form(url)
         if self.require_https and scheme != "https":
             raise WebhookRefusedError(f"webhook {url!r} must use https")
-        host = (parts.hostname or "").lower()
-        if not host:
-            raise WebhookRefusedError(f"webhook {url!r} has no host")
-        if parts.username is not None or parts.password is not None:
-            raise WebhookRefusedError(
-                "webhook URL must not carry credentials; use webhooks.headers"
-            )
-        port = port if port is not None else (443 if scheme == "https" else 80)
         if self.allowed_ports and port not in self.allowed_ports:
             raise WebhookRefusedError(f"webhook port {port} is not allowed")
         if self.allowed_domains and not self._listed(host):

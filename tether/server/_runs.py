@@ -59,6 +59,11 @@ async def _check(srv: Served, body: RunCreate) -> None:
 
 async def _create(srv: Served, thread_id: str | None, body: RunCreate) -> Run:
     await _check(srv, body)
+    return await _enqueue(srv, thread_id, body)
+
+
+async def _enqueue(srv: Served, thread_id: str | None, body: RunCreate) -> Run:
+    """Create the run of a body :func:`_check` passed."""
     checkpoint_id = body.checkpoint_id or (body.checkpoint or {}).get("checkpoint_id")
     durability = body.durability
     if durability is None and body.checkpoint_during is not None:
@@ -185,7 +190,7 @@ async def create_stateless_runs(
     """Several stateless runs at once (each is checked before any is created)."""
     for body in bodies:
         await _check(srv, body)
-    return [_shown(await _create(srv, None, body)) for body in bodies]
+    return [_shown(await _enqueue(srv, None, body)) for body in bodies]
 
 
 @router.post("/threads/{thread_id}/runs/wait")
