@@ -127,3 +127,37 @@ async def test_a_checkpoint_setup_waiting_on_a_holder_names_it(
     finally:
         await holder.close()  # the lock goes with the session
     await asyncio.wait_for(opening, 30)
+
+
+_PUT_STEP = (
+    "tether_put_step_v2(text,text,text,text,double precision,text,boolean,integer,text,text)"
+)
+
+
+async def test_a_record_store_set_up_meanwhile_is_not_altered_under_its_writers(url: str) -> None:
+    """A setup that waited for another process's asks again under the lock: it finds the
+    schema done and alters nothing, so it takes no lock its writers hold (a deadlock
+    killed a run's step write this way)."""
+    await _records(url)  # the schema exists
+    function = next(sql for sql in record_setup._SCHEMA if "FUNCTION tether_put_step_v2" in sql)
+    async with await psycopg.AsyncConnection.connect(url, autocommit=True) as admin:
+        await admin.execute(f"DROP FUNCTION {_PUT_STEP}")  # incomplete: a setup is due
+    writer = await psycopg.AsyncConnection.connect(url, autocommit=True)
+    async with stopped_holder(
+        url, record_setup._SETUP_LOCK_SQL, (record_setup._SETUP_LOCK,)
+    ) as holder:
+        await holder.execute(function)  # another process sets it up...
+        waiting = asyncio.create_task(_records(url))  # ...while this one waits for its lock
+        await asyncio.sleep(0.5)
+        assert not waiting.done()
+        # A worker's step write holds its row lock on tether_records meanwhile.
+        await writer.execute("BEGIN")
+        await writer.execute(
+            "INSERT INTO tether_records (kind, key, thread_id, value, created_at) "
+            "VALUES ('model', 'k', 't', '{}', 0)"
+        )
+        await holder.execute("COMMIT")
+        try:
+            await asyncio.wait_for(waiting, 10)
+        finally:
+            await writer.close()

@@ -26,7 +26,13 @@ from psycopg.rows import dict_row
 from psycopg_pool import AsyncConnectionPool
 
 from tether._pg_setup import lock_for_setup
-from tether.checkpointing import assert_fence, fence_errors, scope_reads, transaction_fence
+from tether.checkpointing import (
+    assert_fence,
+    fence_errors,
+    fenced_transaction,
+    scope_reads,
+    transaction_fence,
+)
 from tether.store._chain import ChainRow, merge_rows
 from tether.store._step_index import WRITTEN, IndexGuesses
 from tether.store._types import RawRecord, StepPayload
@@ -118,14 +124,18 @@ _INSERT = f"INSERT INTO tether_records ({_COLUMNS}) VALUES (%s, %s, %s, %s, %s, 
 # Serialises schema creation across processes (CREATE ... IF NOT EXISTS can race).
 _SETUP_LOCK = 0x7E7E_5701
 _SETUP_LOCK_SQL = "SELECT pg_advisory_xact_lock(%s)"
-# The last objects _SCHEMA creates: all present, the schema is complete.
-_COMPLETE = (
-    "SELECT to_regclass('tether_records_run') IS NOT NULL "
-    "AND to_regclass('tether_steps_run') IS NOT NULL "
-    "AND to_regclass('tether_step_chain') IS NOT NULL "
-    "AND to_regprocedure('tether_put_step_v2(text,text,text,text,double precision,text,"
-    "boolean,integer,text,text)') IS NOT NULL AS complete"
-)
+# The last objects _SCHEMA creates: all present, the schema is complete. Read from
+# the catalog tables, not with to_regclass() alone: a statement that locks no table
+# may answer from the session's catalog cache before it took in another session's
+# commit (the setup lock just waited for), and say "incomplete" a moment too long.
+_COMPLETE = """SELECT (SELECT count(*) FROM pg_catalog.pg_class c
+                WHERE c.relname IN ('tether_records_run', 'tether_steps_run', 'tether_step_chain')
+                  AND pg_catalog.pg_table_is_visible(c.oid)) = 3
+       AND EXISTS (SELECT 1 FROM pg_catalog.pg_proc p
+                    WHERE p.proname = 'tether_put_step_v2'
+                      AND pg_catalog.pg_function_is_visible(p.oid)
+                      AND pg_catalog.oidvectortypes(p.proargtypes) = 'text, text, text, text, '
+                          'double precision, text, boolean, integer, text, text') AS complete"""
 
 
 @asynccontextmanager
@@ -198,9 +208,10 @@ class PostgresDriver:
     async def _write(self, *, atomic: bool = True) -> AsyncIterator[Any]:
         """A cursor for a write: in a transaction that first checks the run's fence, if any.
 
-        Fenced, the transaction runs in pipeline mode, so the check travels
-        with the write's own statements. Unfenced, a single-statement write
-        (``atomic=False``) runs as it is, in autocommit.
+        Fenced, the transaction runs in pipeline mode, so the check (and
+        ``BEGIN``/``COMMIT``) travels with the write's own statements.
+        Unfenced, a single-statement write (``atomic=False``) runs as it is, in
+        autocommit.
         """
         async with fence_errors(), self._cursor() as cur:
             conn = cur.connection
@@ -208,8 +219,11 @@ class PostgresDriver:
                 async with conn.transaction() if atomic else nullcontext():
                     yield cur
                 return
-            pipe = conn.pipeline() if self._saver.supports_pipeline else nullcontext()
-            async with pipe, conn.transaction():
+            if self._saver.supports_pipeline:
+                async with fenced_transaction(cur):
+                    yield cur
+                return
+            async with conn.transaction():
                 await assert_fence(cur)
                 yield cur
 
@@ -226,8 +240,14 @@ class PostgresDriver:
                 return
             async with self._cursor(setup=False) as cur, cur.connection.transaction():
                 await lock_for_setup(cur.execute, _SETUP_LOCK_SQL, (_SETUP_LOCK,))
-                for sql in _SCHEMA:
-                    await cur.execute(sql)
+                # Asked again under the lock: another process may have just set it up,
+                # and its ALTER TABLEs would lock the tables its workers write now
+                # (ACCESS EXCLUSIVE, even with IF NOT EXISTS): a deadlock with them.
+                await cur.execute(_COMPLETE)
+                row = await cur.fetchone()
+                if row is None or not row["complete"]:
+                    for sql in _SCHEMA:
+                        await cur.execute(sql)
             self._ready = True
 
     async def insert(self, raw: RawRecord) -> bool:
