@@ -26,6 +26,7 @@ Both errors become :class:`~tether.boundaries.LeaseLostError` (:func:`lease_lost
 
 from __future__ import annotations
 
+import contextlib
 import sqlite3
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
@@ -47,10 +48,12 @@ __all__ = [
     "drop_fence",
     "drop_sqlite_fence",
     "fence_errors",
+    "fenced_transaction",
     "hold_fence",
     "hold_sqlite_fence",
     "install_sqlite_fence",
     "lease_lost",
+    "queued_transaction",
     "run_scope",
     "scope_reads",
     "transaction_fence",
@@ -155,6 +158,57 @@ async def assert_fence(cur: Any) -> None:
     else:
         sql, params = ASSERT_FENCE_SQL, (fence.run_id, fence.token, scope)
     await cur.execute(sql + _TIMEOUT_SQL if timeout else sql, params)
+
+
+@asynccontextmanager
+async def queued_transaction(cur: Any) -> AsyncIterator[None]:
+    """PostgreSQL: the block's statements on ``cur`` in one transaction, sent together.
+
+    ``BEGIN``, the block's statements and ``COMMIT`` are queued in one pipeline:
+    one round trip when the block fetches nothing, and one more per fetch.
+    (psycopg's ``conn.transaction()`` syncs the pipeline after ``BEGIN`` and
+    again after ``COMMIT``, and without a pipeline every statement is a round
+    trip of its own.) The transaction is explicit, so its boundary holds
+    wherever psycopg syncs in between. A statement's error is raised at the
+    next fetch or at the end of the block, not by its ``execute``. When
+    anything fails, the transaction is rolled back before the connection is
+    given back.
+    """
+    conn = cur.connection
+    try:
+        async with conn.pipeline():
+            await cur.execute("BEGIN")
+            yield
+            await cur.execute("COMMIT")
+    except BaseException:
+        await _roll_back(conn)
+        raise
+
+
+@asynccontextmanager
+async def fenced_transaction(cur: Any) -> AsyncIterator[None]:
+    """PostgreSQL: a :func:`queued_transaction` whose first statement checks the fence.
+
+    The check travels with the write's own statements: a fenced write costs
+    one round trip, as an unfenced one does. Wrap it in :func:`fence_errors`.
+    """
+    async with queued_transaction(cur):
+        await assert_fence(cur)
+        yield
+
+
+async def _roll_back(conn: Any) -> None:
+    """End the transaction a failed :func:`queued_transaction` left open, if it did."""
+    from psycopg import Error
+    from psycopg.pq import TransactionStatus
+
+    if conn.closed or conn.pgconn.transaction_status not in (
+        TransactionStatus.INTRANS,
+        TransactionStatus.INERROR,
+    ):
+        return
+    with contextlib.suppress(Error):  # a broken connection: the pool discards it
+        await conn.execute("ROLLBACK")
 
 
 def run_scope(fence: Fence) -> str:

@@ -19,7 +19,7 @@ import logging
 import math
 import time
 from collections.abc import AsyncIterator, Sequence
-from contextlib import AbstractAsyncContextManager, asynccontextmanager, nullcontext
+from contextlib import asynccontextmanager
 from typing import Any
 
 from langchain_core.runnables import RunnableConfig
@@ -42,6 +42,7 @@ from tether.checkpointing._cascade import (
 from tether.checkpointing._fencing import (
     assert_fence,
     fence_errors,
+    fenced_transaction,
     scope_reads,
     transaction_fence,
 )
@@ -155,8 +156,10 @@ class PostgresSaver(SyncBridge, AsyncPostgresSaver):
         Upstream asks for ``pipeline=True`` exactly for its writes (``aput``,
         ``aput_writes``, ``adelete_thread``). Under a same-database guard the
         cursor opens an explicit transaction whose first statement is
-        ``tether_assert_fence``, queued in the same pipeline; the transaction
-        makes the boundary independent of where psycopg places its ``Sync``.
+        ``tether_assert_fence``, all queued in one pipeline
+        (:func:`~tether.checkpointing._fencing.fenced_transaction`); the
+        transaction makes the boundary independent of where psycopg places its
+        ``Sync``.
         A scoped saver's read cursor runs in pipeline mode after the run's
         scope (see :meth:`_scoped_reads`).
         """
@@ -168,15 +171,17 @@ class PostgresSaver(SyncBridge, AsyncPostgresSaver):
             async with super()._cursor(pipeline=pipeline) as cur:
                 yield cur
             return
-        async with self.lock, _ainternal.get_connection(self.conn) as conn, fence_errors():
-            pipe: AbstractAsyncContextManager[Any] = (
-                conn.pipeline() if self.supports_pipeline else nullcontext()
-            )
-            async with (
-                pipe,
-                conn.transaction(),
-                conn.cursor(binary=True, row_factory=dict_row) as cur,
-            ):
+        async with (
+            self.lock,
+            _ainternal.get_connection(self.conn) as conn,
+            fence_errors(),
+            conn.cursor(binary=True, row_factory=dict_row) as cur,
+        ):
+            if self.supports_pipeline:
+                async with fenced_transaction(cur):
+                    yield cur
+                return
+            async with conn.transaction():
                 await assert_fence(cur)
                 yield cur
 

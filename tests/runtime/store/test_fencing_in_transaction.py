@@ -32,7 +32,7 @@ from tests.runtime.store.actions import (
 )
 from tether import open_checkpointer
 from tether.boundaries import LeaseLostError, guarding
-from tether.checkpointing import drop_fence, hold_fence
+from tether.checkpointing import drop_fence, fence_errors, fenced_transaction, hold_fence
 from tether.runtime.context import RunContext
 from tether.runtime.saver import RunSaver
 from tether.runtime.store import Claim, Outcome, RunStore
@@ -229,3 +229,53 @@ async def test_a_takeover_waits_out_a_run_store_transaction_a_stopped_holder_lef
             await holder.execute("SELECT 1")  # the holder, woken: its transaction is gone
     finally:
         await pool.putconn(holder)
+
+
+async def _blobs_of_thread(url: str) -> int:
+    async with await psycopg.AsyncConnection.connect(url, autocommit=True) as conn:
+        cur = await conn.execute(
+            "SELECT count(*) FROM checkpoint_blobs WHERE thread_id = %s", (THREAD,)
+        )
+        row = await cur.fetchone()
+        assert row is not None
+        return int(row[0])
+
+
+_BLOB = """INSERT INTO checkpoint_blobs (thread_id, checkpoint_ns, channel, version, type, blob)
+           VALUES (%s, '', 'c', %s, 'empty', NULL)"""
+
+
+async def _write_then_fail(conn: Any) -> None:
+    async with conn.cursor() as cur, fenced_transaction(cur):
+        await cur.execute(_BLOB, (THREAD, "1"))
+        raise RuntimeError("the node failed")
+
+
+async def test_a_fenced_transaction_that_fails_commits_nothing_and_leaves_none_open(
+    store: RunStore, store_url: str
+) -> None:
+    """BEGIN, the check, the statements and COMMIT go in one pipeline; whatever fails
+    (the block, or the check after a takeover), nothing is committed and the
+    connection is out of any transaction."""
+    claim = await _claimed_on_postgres(store, store_url)
+    async with open_checkpointer(store_url, encryption=False):  # creates the saver's tables
+        pass
+    idle = psycopg.pq.TransactionStatus.IDLE
+    async with await psycopg.AsyncConnection.connect(store_url, autocommit=True) as conn:
+        with guarding(held_guard(claim)):
+            with pytest.raises(RuntimeError, match="the node failed"):
+                await _write_then_fail(conn)
+            assert conn.pgconn.transaction_status == idle
+            assert await _blobs_of_thread(store_url) == 0
+            async with conn.cursor() as cur, fenced_transaction(cur):  # the holder writes
+                await cur.execute(_BLOB, (THREAD, "2"))
+            assert conn.pgconn.transaction_status == idle
+            assert await _blobs_of_thread(store_url) == 1
+        await take_over(store, "w2")
+        with guarding(held_guard(claim)):
+            with pytest.raises(LeaseLostError):
+                async with fence_errors(), conn.cursor() as cur, fenced_transaction(cur):
+                    await cur.execute(_BLOB, (THREAD, "3"))
+            assert conn.pgconn.transaction_status == idle
+        assert await _blobs_of_thread(store_url) == 1
+        await conn.execute("SELECT 1")  # the connection is usable

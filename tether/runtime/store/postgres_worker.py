@@ -22,6 +22,7 @@ from psycopg import AsyncConnection, AsyncCursor
 from psycopg.rows import DictRow
 from psycopg_pool import AsyncConnectionPool
 
+from tether.checkpointing import queued_transaction
 from tether.runtime.errors import FenceLostError, RuntimeSchemaError
 from tether.runtime.models import Run
 from tether.runtime.store.base import Claim, Held, Hold, NewEvent, Outcome, WorkerInfo
@@ -227,6 +228,7 @@ _CLAIM_LEASED = """SELECT (c.run).*, c.previous_worker, c.slot
   FROM tether_claim_{which}_leased(%(worker)s, %(graphs)s, %(limit)s, %(lease)s, %(hashes)s) c"""
 _ENTER_LEASE = """SELECT tether_assert_lease(%(run)s, %(fence)s, %(secret)s),
        set_config('tether.run_scope', %(scope)s, true)"""
+_LEASE_REFUSED = "TL001"  # tether_assert_lease: the lease is not live, or not this secret
 _HEARTBEAT_LEASED = """SELECT * FROM tether_lease_heartbeat(%(worker)s, %(lease)s,
                                                    %(runs)s, %(secrets)s)"""
 
@@ -257,6 +259,23 @@ class PostgresWorkerPlane:
         """A cursor inside one transaction: committed on exit, rolled back on error."""
         async with self._conn() as conn, conn.transaction(), conn.cursor() as cur:
             yield cur
+
+    @asynccontextmanager
+    async def _held_tx(self, hold: Hold) -> AsyncIterator[Cursor]:
+        """A transaction for ``hold``'s run, queued in one pipeline: a round trip per fetch.
+
+        For the writes every run makes (its events, its outcome). A statement's
+        error comes at the next fetch or at the end of the block; a refused
+        lease (a scoped role's :meth:`_enter`) is :class:`FenceLostError`
+        wherever it comes.
+        """
+        try:
+            async with self._conn() as conn, conn.cursor() as cur, queued_transaction(cur):
+                yield cur
+        except psycopg.Error as exc:
+            if exc.sqlstate == _LEASE_REFUSED:
+                raise FenceLostError(hold.run_id, hold.fence) from exc
+            raise
 
     @asynccontextmanager
     async def _conn(self) -> AsyncIterator[AsyncConnection[DictRow]]:
@@ -354,7 +373,7 @@ class PostgresWorkerPlane:
         try:
             await cur.execute(_ENTER_LEASE, params)
         except psycopg.Error as exc:
-            if exc.sqlstate == "TL001":
+            if exc.sqlstate == _LEASE_REFUSED:
                 raise FenceLostError(hold.run_id, hold.fence) from exc
             raise
 
@@ -413,7 +432,7 @@ class PostgresWorkerPlane:
         return self.rows.run(row)
 
     async def finish(self, hold: Hold, outcome: Outcome, events: Sequence[NewEvent] = ()) -> Run:
-        async with self._ending(hold), self._tx() as cur:
+        async with self._ending(hold), self._held_tx(hold) as cur:
             return await self._finish_in(cur, hold, outcome, events)
 
     @asynccontextmanager
@@ -455,7 +474,7 @@ class PostgresWorkerPlane:
         return self.rows.run(row)
 
     async def append_events(self, hold: Hold, events: Sequence[NewEvent]) -> int:
-        async with self._tx() as cur:
+        async with self._held_tx(hold) as cur:
             await self._enter(cur, hold)
             await cur.execute(
                 _BUMP_FENCED, {"n": len(events), "run": hold.run_id, "fence": hold.fence}
