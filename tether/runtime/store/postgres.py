@@ -262,7 +262,7 @@ class PostgresRunStore(PostgresEditHooks, PostgresCronHooks, CronPlane, Retentio
             return await cur.fetchone() is not None
 
     async def _create_run(self, v: ValidRun, assistant: Assistant, tenant: str) -> Created:
-        async with self._tx() as cur:
+        async with self._queued_tx() as cur:
             return await self._create_run_in(cur, v, assistant, tenant)
 
     async def _create_run_in(
@@ -295,13 +295,13 @@ class PostgresRunStore(PostgresEditHooks, PostgresCronHooks, CronPlane, Retentio
         if decision.reject:
             raise ThreadBusyError(BUSY_MESSAGE)
         continued = await self._continue_interrupted(cur, thread_id, v.run_id)
-        try:
+        try:  # in a queued transaction, the insert's error comes at _append's fetch
             await cur.execute(
                 _INSERT_RUN, control.run_params(v, assistant, tenant, thread_id, self.rows.sealer)
             )
+            await _append(cur, v.run_id, [control.created_event(assistant, v)], self.rows.sealer)
         except psycopg.errors.UniqueViolation as exc:
             raise AlreadyExistsError(f"run {v.run_id} already exists") from exc
-        await _append(cur, v.run_id, [control.created_event(assistant, v)], self.rows.sealer)
         reason = superseded_reason(v.run_id, v.strategy)
         superseded = [
             await self._cancel_in(cur, run_id, action, reason) for run_id, action in decision.cancel

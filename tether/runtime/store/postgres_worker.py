@@ -261,16 +261,22 @@ class PostgresWorkerPlane:
             yield cur
 
     @asynccontextmanager
-    async def _held_tx(self, hold: Hold) -> AsyncIterator[Cursor]:
-        """A transaction for ``hold``'s run, queued in one pipeline: a round trip per fetch.
+    async def _queued_tx(self) -> AsyncIterator[Cursor]:
+        """A transaction queued in one pipeline: a round trip per fetch, and one to commit.
 
-        For the writes every run makes (its events, its outcome). A statement's
-        error comes at the next fetch or at the end of the block; a refused
-        lease (a scoped role's :meth:`_enter`) is :class:`FenceLostError`
-        wherever it comes.
+        For the writes every run makes (its creation, claim, events and
+        outcome). A statement's error comes at the next fetch or at the end of
+        the block, not from its ``execute``.
         """
+        async with self._conn() as conn, conn.cursor() as cur, queued_transaction(cur):
+            yield cur
+
+    @asynccontextmanager
+    async def _held_tx(self, hold: Hold) -> AsyncIterator[Cursor]:
+        """A :meth:`_queued_tx` for ``hold``'s run: a refused lease (a scoped role's
+        :meth:`_enter`) is :class:`FenceLostError` wherever it comes."""
         try:
-            async with self._conn() as conn, conn.cursor() as cur, queued_transaction(cur):
+            async with self._queued_tx() as cur:
                 yield cur
         except psycopg.Error as exc:
             if exc.sqlstate == _LEASE_REFUSED:
@@ -330,7 +336,7 @@ class PostgresWorkerPlane:
         }
         secrets_ = [new_secret() for _ in range(limit)] if self.scoped else []
         claims: builtins.list[Claim] = []
-        async with self._tx() as cur:
+        async with self._queued_tx() as cur:
             if self.scoped:
                 params["hashes"] = [lease_hash(secret) for secret in secrets_]
                 await cur.execute(_CLAIM_LEASED.format(which=which), params)
