@@ -324,11 +324,14 @@ class Execution:
             ) from None
 
     async def _input(self, run: Run, config: dict[str, Any]) -> Any:
-        head = await self.saver.aget_tuple(
-            {"configurable": {"thread_id": run.thread_id, "checkpoint_ns": ""}}
-        )
-        if head is not None and (head.metadata or {}).get("tether_input") == input_token(run):
-            return _CONTINUE
+        # Only a claim of this run writes checkpoints stamped with its token, and the
+        # first claim of a run is fence 1: before it, there is nothing to continue.
+        if run.fence > 1:
+            head = await self.saver.aget_tuple(
+                {"configurable": {"thread_id": run.thread_id, "checkpoint_ns": ""}}
+            )
+            if head is not None and (head.metadata or {}).get("tether_input") == input_token(run):
+                return _CONTINUE
         if run.input_kind == "command":
             return _command(run.input)
         return run.input
