@@ -160,55 +160,66 @@ async def assert_fence(cur: Any) -> None:
     await cur.execute(sql + _TIMEOUT_SQL if timeout else sql, params)
 
 
+# Queued when the block of a one-sync transaction raises: the pipeline's Sync then
+# rolls the transaction back instead of committing what the block sent so far.
+_ABANDON_SQL = "DO $$BEGIN RAISE EXCEPTION 'transaction abandoned by its client'; END$$"
+_TRANSACTION_TIMEOUT_SQL = (
+    f"SELECT set_config('transaction_timeout', '{FENCED_TRANSACTION_TIMEOUT_MS}', true)"
+)
+
+
+@asynccontextmanager
+async def _one_sync(cur: Any) -> AsyncIterator[None]:
+    """The block's statements on ``cur`` as one implicit transaction, sent in one pipeline.
+
+    PostgreSQL runs the statements a pipeline sends before its ``Sync`` as one
+    implicit transaction, committed at the ``Sync`` and rolled back there if
+    one failed. psycopg sends a ``Sync`` only when the pipeline ends or is told
+    to (``transaction()``, ``commit()``, ``rollback()``, ``Pipeline.sync()``; a
+    fetch only flushes), so the block must do none of those. When the block
+    raises, a failing statement is queued first, so the ``Sync`` rolls back.
+    """
+    async with cur.connection.pipeline() as pipeline:
+        try:
+            yield
+        except BaseException:
+            with contextlib.suppress(Exception):
+                await cur.execute(_ABANDON_SQL)
+                await pipeline.sync()
+            raise
+
+
 @asynccontextmanager
 async def queued_transaction(cur: Any) -> AsyncIterator[None]:
     """PostgreSQL: the block's statements on ``cur`` in one transaction, sent together.
 
-    ``BEGIN``, the block's statements and ``COMMIT`` are queued in one pipeline:
-    one round trip when the block fetches nothing, and one more per fetch.
-    (psycopg's ``conn.transaction()`` syncs the pipeline after ``BEGIN`` and
-    again after ``COMMIT``, and without a pipeline every statement is a round
-    trip of its own.) The transaction is explicit, so its boundary holds
-    wherever psycopg syncs in between. A statement's error is raised at the
-    next fetch or at the end of the block, not by its ``execute``. When
-    anything fails, the transaction is rolled back before the connection is
-    given back.
+    One round trip when the block fetches nothing, and one more per fetch;
+    nothing is committed unless every statement and the block succeed.
+    (psycopg's ``conn.transaction()`` costs a round trip for ``BEGIN`` and one
+    for ``COMMIT``, and without a pipeline every statement is a round trip.) A
+    statement's error is raised at the next fetch or at the end of the block,
+    not by its ``execute``. The block must not commit, roll back or sync (see
+    :func:`_one_sync`). On PostgreSQL 17+ the transaction gets a
+    ``transaction_timeout``: a client stopped in the middle of a pipeline is
+    not "idle in transaction" to the server, and would hold its locks.
     """
-    conn = cur.connection
-    try:
-        async with conn.pipeline():
-            await cur.execute("BEGIN")
-            yield
-            await cur.execute("COMMIT")
-    except BaseException:
-        await _roll_back(conn)
-        raise
+    async with _one_sync(cur):
+        if cur.connection.info.server_version >= 170000:
+            await cur.execute(_TRANSACTION_TIMEOUT_SQL)
+        yield
 
 
 @asynccontextmanager
 async def fenced_transaction(cur: Any) -> AsyncIterator[None]:
     """PostgreSQL: a :func:`queued_transaction` whose first statement checks the fence.
 
-    The check travels with the write's own statements: a fenced write costs
-    one round trip, as an unfenced one does. Wrap it in :func:`fence_errors`.
+    The check (which also sets the timeout) travels with the write's own
+    statements: a fenced write costs one round trip, as an unfenced one does.
+    Wrap it in :func:`fence_errors`.
     """
-    async with queued_transaction(cur):
+    async with _one_sync(cur):
         await assert_fence(cur)
         yield
-
-
-async def _roll_back(conn: Any) -> None:
-    """End the transaction a failed :func:`queued_transaction` left open, if it did."""
-    from psycopg import Error
-    from psycopg.pq import TransactionStatus
-
-    if conn.closed or conn.pgconn.transaction_status not in (
-        TransactionStatus.INTRANS,
-        TransactionStatus.INERROR,
-    ):
-        return
-    with contextlib.suppress(Error):  # a broken connection: the pool discards it
-        await conn.execute("ROLLBACK")
 
 
 def run_scope(fence: Fence) -> str:
