@@ -43,6 +43,7 @@ __all__ = [
     "FENCED_TRANSACTION_TIMEOUT_MS",
     "FENCE_LOST",
     "FENCE_SQLSTATE",
+    "QUEUED_TRANSACTION_TIMEOUT_MS",
     "RUN_SCOPE_SETTING",
     "assert_fence",
     "drop_fence",
@@ -163,8 +164,11 @@ async def assert_fence(cur: Any) -> None:
 # Queued when the block of a one-sync transaction raises: the pipeline's Sync then
 # rolls the transaction back instead of committing what the block sent so far.
 _ABANDON_SQL = "DO $$BEGIN RAISE EXCEPTION 'transaction abandoned by its client'; END$$"
+# A queued transaction may wait for row locks (a run's creation behind a cron's fire),
+# which its timeout counts too: longer than a fenced write's, to free only a stopped client.
+QUEUED_TRANSACTION_TIMEOUT_MS = 30_000
 _TRANSACTION_TIMEOUT_SQL = (
-    f"SELECT set_config('transaction_timeout', '{FENCED_TRANSACTION_TIMEOUT_MS}', true)"
+    f"SELECT set_config('transaction_timeout', '{QUEUED_TRANSACTION_TIMEOUT_MS}', true)"
 )
 
 
@@ -179,12 +183,14 @@ async def _one_sync(cur: Any) -> AsyncIterator[None]:
     fetch only flushes), so the block must do none of those. When the block
     raises, a failing statement is queued first, so the ``Sync`` rolls back.
     """
+    if not cur.connection.autocommit:  # psycopg would BEGIN (and sync) first
+        raise ValueError("a one-sync transaction needs an autocommit connection")
     async with cur.connection.pipeline() as pipeline:
         try:
             yield
         except BaseException:
             with contextlib.suppress(Exception):
-                await cur.execute(_ABANDON_SQL)
+                await cur.execute(_ABANDON_SQL, prepare=False)
                 await pipeline.sync()
             raise
 
@@ -200,8 +206,9 @@ async def queued_transaction(cur: Any) -> AsyncIterator[None]:
     statement's error is raised at the next fetch or at the end of the block,
     not by its ``execute``. The block must not commit, roll back or sync (see
     :func:`_one_sync`). On PostgreSQL 17+ the transaction gets a
-    ``transaction_timeout``: a client stopped in the middle of a pipeline is
-    not "idle in transaction" to the server, and would hold its locks.
+    ``transaction_timeout`` (:data:`QUEUED_TRANSACTION_TIMEOUT_MS`): a client
+    stopped in the middle of a pipeline is not "idle in transaction" to the
+    server, and would hold its locks.
     """
     async with _one_sync(cur):
         if cur.connection.info.server_version >= 170000:

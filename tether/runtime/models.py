@@ -130,9 +130,9 @@ class Run:
 
     ``input`` is the pending input (``input_kind == "input"``) or command
     (``"command"``); a finished run has consumed it (``"none"``). ``fence``
-    grows by one on every claim; ``attempt`` counts claims since the run was
-    last enqueued by a person or the API. ``seq`` is the creation order (FIFO
-    per thread).
+    starts at 0 and grows by one on every claim, never reset; ``attempt``
+    counts claims since the run was last enqueued by a person or the API.
+    ``seq`` is the creation order (FIFO per thread).
     """
 
     run_id: str

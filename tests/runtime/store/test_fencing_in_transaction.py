@@ -32,7 +32,13 @@ from tests.runtime.store.actions import (
 )
 from tether import open_checkpointer
 from tether.boundaries import LeaseLostError, guarding
-from tether.checkpointing import drop_fence, fence_errors, fenced_transaction, hold_fence
+from tether.checkpointing import (
+    drop_fence,
+    fence_errors,
+    fenced_transaction,
+    hold_fence,
+    queued_transaction,
+)
 from tether.runtime.context import RunContext
 from tether.runtime.saver import RunSaver
 from tether.runtime.store import Claim, Outcome, RunStore
@@ -279,3 +285,15 @@ async def test_a_fenced_transaction_that_fails_commits_nothing_and_leaves_none_o
             assert conn.pgconn.transaction_status == idle
         assert await _blobs_of_thread(store_url) == 1
         await conn.execute("SELECT 1")  # the connection is usable
+
+
+async def test_a_one_sync_transaction_refuses_a_connection_that_is_not_autocommit(
+    store_url: str,
+) -> None:
+    """psycopg would send BEGIN (and a Sync) first: the statements would not be one transaction."""
+    if not store_url.startswith("postgres"):
+        pytest.skip("pipelines are PostgreSQL's")
+    async with await psycopg.AsyncConnection.connect(store_url, autocommit=False) as conn:
+        with pytest.raises(ValueError, match="autocommit"):
+            async with conn.cursor() as cur, queued_transaction(cur):
+                await cur.execute("SELECT 1")

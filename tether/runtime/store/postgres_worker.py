@@ -266,10 +266,17 @@ class PostgresWorkerPlane:
 
         For the writes every run makes (its creation, claim, events and
         outcome). A statement's error comes at the next fetch or at the end of
-        the block, not from its ``execute``.
+        the block, not from its ``execute``. Before PostgreSQL 17 (no
+        ``transaction_timeout``) it is a plain transaction: only between round
+        trips is a stopped client "idle in transaction", which frees its locks.
         """
-        async with self._conn() as conn, conn.cursor() as cur, queued_transaction(cur):
-            yield cur
+        async with self._conn() as conn:
+            if conn.info.server_version < 170000:
+                async with conn.transaction(), conn.cursor() as cur:
+                    yield cur
+                return
+            async with conn.cursor() as cur, queued_transaction(cur):
+                yield cur
 
     @asynccontextmanager
     async def _held_tx(self, hold: Hold) -> AsyncIterator[Cursor]:
@@ -356,9 +363,11 @@ class PostgresWorkerPlane:
                     hold = Hold(run.run_id, run.thread_id, worker, run.fence, secret)
                     await self._finish_in(cur, hold, attempts_exceeded(run))
                 else:
-                    if secret:
-                        self._leases[run.run_id] = (run.fence, secret)
                     claims.append(Claim(run, row["previous_worker"], secret))
+        # Once committed (a queued transaction reports a late error at its end).
+        for claim in claims:
+            if claim.secret:
+                self._leases[claim.run.run_id] = (claim.run.fence, claim.secret)
         return claims
 
     async def _enter(self, cur: Cursor, hold: Hold) -> None:
