@@ -217,13 +217,19 @@ async def queued_transaction(cur: Any) -> AsyncIterator[None]:
 
 
 @asynccontextmanager
-async def fenced_transaction(cur: Any) -> AsyncIterator[None]:
+async def fenced_transaction(cur: Any, *, pipeline: bool = True) -> AsyncIterator[None]:
     """PostgreSQL: a :func:`queued_transaction` whose first statement checks the fence.
 
     The check (which also sets the timeout) travels with the write's own
     statements: a fenced write costs one round trip, as an unfenced one does.
-    Wrap it in :func:`fence_errors`.
+    Without pipeline mode (``pipeline=False``: a libpq older than 14) it is a
+    plain transaction. Wrap it in :func:`fence_errors`.
     """
+    if not pipeline:
+        async with cur.connection.transaction():
+            await assert_fence(cur)
+            yield
+        return
     async with _one_sync(cur):
         await assert_fence(cur)
         yield

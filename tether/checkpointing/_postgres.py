@@ -155,11 +155,9 @@ class PostgresSaver(SyncBridge, AsyncPostgresSaver):
 
         Upstream asks for ``pipeline=True`` exactly for its writes (``aput``,
         ``aput_writes``, ``adelete_thread``). Under a same-database guard the
-        cursor opens an explicit transaction whose first statement is
-        ``tether_assert_fence``, all queued in one pipeline
-        (:func:`~tether.checkpointing._fencing.fenced_transaction`); the
-        transaction makes the boundary independent of where psycopg places its
-        ``Sync``.
+        cursor's statements are one transaction whose first statement is
+        ``tether_assert_fence``, all sent in one pipeline
+        (:func:`~tether.checkpointing._fencing.fenced_transaction`).
         A scoped saver's read cursor runs in pipeline mode after the run's
         scope (see :meth:`_scoped_reads`).
         """
@@ -176,14 +174,9 @@ class PostgresSaver(SyncBridge, AsyncPostgresSaver):
             _ainternal.get_connection(self.conn) as conn,
             fence_errors(),
             conn.cursor(binary=True, row_factory=dict_row) as cur,
+            fenced_transaction(cur, pipeline=self.supports_pipeline),
         ):
-            if self.supports_pipeline:
-                async with fenced_transaction(cur):
-                    yield cur
-                return
-            async with conn.transaction():
-                await assert_fence(cur)
-                yield cur
+            yield cur
 
     @asynccontextmanager
     async def _scoped_reads(self) -> AsyncIterator[psycopg.AsyncCursor[DictRow]]:

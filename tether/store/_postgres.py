@@ -27,7 +27,6 @@ from psycopg_pool import AsyncConnectionPool
 
 from tether._pg_setup import lock_for_setup
 from tether.checkpointing import (
-    assert_fence,
     fence_errors,
     fenced_transaction,
     scope_reads,
@@ -208,8 +207,8 @@ class PostgresDriver:
     async def _write(self, *, atomic: bool = True) -> AsyncIterator[Any]:
         """A cursor for a write: in a transaction that first checks the run's fence, if any.
 
-        Fenced, the transaction runs in pipeline mode, so the check (and
-        ``BEGIN``/``COMMIT``) travels with the write's own statements.
+        Fenced, the check and the write's own statements are one transaction
+        sent in one pipeline (:func:`~tether.checkpointing.fenced_transaction`).
         Unfenced, a single-statement write (``atomic=False``) runs as it is, in
         autocommit.
         """
@@ -219,12 +218,7 @@ class PostgresDriver:
                 async with conn.transaction() if atomic else nullcontext():
                     yield cur
                 return
-            if self._saver.supports_pipeline:
-                async with fenced_transaction(cur):
-                    yield cur
-                return
-            async with conn.transaction():
-                await assert_fence(cur)
+            async with fenced_transaction(cur, pipeline=self._saver.supports_pipeline):
                 yield cur
 
     async def _setup(self) -> None:
