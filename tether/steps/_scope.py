@@ -14,7 +14,8 @@ from collections import OrderedDict
 from dataclasses import dataclass, field
 from typing import Any
 
-from langchain_core.runnables import RunnableConfig, ensure_config
+from langchain_core.runnables import RunnableConfig
+from langchain_core.runnables.config import var_child_runnable_config
 from langgraph._internal._constants import (
     CONFIG_KEY_CHECKPOINT_NS,
     CONFIG_KEY_CHECKPOINTER,
@@ -162,13 +163,27 @@ def replay_only(config: RunnableConfig) -> RunnableConfig:
     return {**config, "configurable": configurable}
 
 
+def _merged(config: RunnableConfig | None) -> RunnableConfig:
+    """The config a runnable sees: the ambient one with ``config``'s keys over it.
+
+    The same top-level merge as ``ensure_config``, without its copies and
+    defaults: a node scope only reads ``configurable`` and ``metadata``, and
+    this runs on every recorded call.
+    """
+    ambient = var_child_runnable_config.get() or {}
+    if not config:
+        return ambient
+    own = {k: v for k, v in config.items() if v is not None}
+    return {**ambient, **own} if ambient else own  # type: ignore[return-value,typeddict-item]
+
+
 def node_scope(config: RunnableConfig | None = None) -> NodeScope | None:
     """The node execution the current call runs in, or ``None`` outside a graph run.
 
     Also ``None`` when the graph has no checkpointer: nothing can be recorded.
     """
-    merged = ensure_config(config)
-    conf = merged.get("configurable", {})
+    merged = _merged(config)
+    conf = merged.get("configurable") or {}
     saver = conf.get(CONFIG_KEY_CHECKPOINTER)
     task_id = conf.get(CONFIG_KEY_TASK_ID)
     thread_id = conf.get(CONFIG_KEY_THREAD_ID)
@@ -184,7 +199,7 @@ def node_scope(config: RunnableConfig | None = None) -> NodeScope | None:
         thread_id=str(thread_id),
         checkpoint_ns=str(conf.get(CONFIG_KEY_CHECKPOINT_NS) or ""),
         task_id=str(task_id),
-        node=str(merged.get("metadata", {}).get("langgraph_node", "")),
+        node=str((merged.get("metadata") or {}).get("langgraph_node", "")),
         attempt=int(getattr(info, "node_attempt", 1) or 1),
         calls=_calls_for(anchor if anchor is not None else task_id),
         parent_checkpoint_id=getattr(info, "checkpoint_id", None) or None,

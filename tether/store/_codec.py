@@ -104,7 +104,9 @@ class RecordCodec:
         """The stored form of a record (``run_id`` already resolved)."""
         check_names(kind, key)
         thread = str(thread_id)
-        payload = self._seal(_json(value), binding.record(thread, kind, key), data_key)
+        payload = _json(value)
+        if self.cipher is not None:
+            payload = self._seal(payload, binding.record(thread, kind, key), data_key)
         return RawRecord(kind, key, thread, payload, time.time(), run_id)
 
     def step(
