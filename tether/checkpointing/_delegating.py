@@ -50,6 +50,11 @@ class DelegatingSaver(BaseCheckpointSaver[Any]):
         self.inner = inner
 
     @property
+    def settles_records(self) -> bool:
+        """Whether the saver that stores the writes settles record writes in flight first."""
+        return getattr(self.inner, "settles_records", False) is True
+
+    @property
     def config_specs(self) -> list[Any]:
         return self.inner.config_specs
 

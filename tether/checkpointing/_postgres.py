@@ -32,6 +32,7 @@ from langgraph.checkpoint.base import (
 )
 from langgraph.checkpoint.serde.types import _DeltaSnapshot
 
+from tether._in_flight import before_checkpoint
 from tether.checkpointing._bridge import SyncBridge, read_all
 from tether.checkpointing._cascade import (
     check_run_ids,
@@ -47,6 +48,7 @@ from tether.checkpointing._fencing import (
     transaction_fence,
 )
 from tether.checkpointing._prune import check_prune_args
+from tether.checkpointing._settling import SettlesRecordWrites
 from tether.checkpointing._url import CheckpointerURL, redact
 from tether.errors import BackendUnavailableError, ConfigurationError, MissingDependencyError
 
@@ -128,7 +130,7 @@ def _has_nul(value: object) -> bool:
     return isinstance(value, str) and "\x00" in value
 
 
-class PostgresSaver(SyncBridge, AsyncPostgresSaver):
+class PostgresSaver(SettlesRecordWrites, SyncBridge, AsyncPostgresSaver):
     """``AsyncPostgresSaver`` with ``delete_for_runs`` and ``copy_thread``.
 
     Works from async code directly and from sync code through
@@ -253,6 +255,7 @@ class PostgresSaver(SyncBridge, AsyncPostgresSaver):
         """
         configurable = config["configurable"]
         thread_id = configurable["thread_id"]
+        await before_checkpoint(config)
         checkpoint_ns = configurable["checkpoint_ns"]
         inline = dict(checkpoint["channel_values"])
         blob_values: dict[str, Any] = {}

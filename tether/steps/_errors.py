@@ -11,6 +11,7 @@ __all__ = [
     "NonDeterminismError",
     "NotRecordedError",
     "ReconcileResultError",
+    "RecordRaceError",
     "StepsError",
     "ToolOutcomeUnknownError",
     "VersionMismatchError",
@@ -39,6 +40,30 @@ class NonDeterminismError(StepsError):
             f"{recorded_hash} but this call's input hashes to {current_hash}. The node must "
             "make the same calls with the same inputs when it is replayed; move anything "
             "random or time-dependent into a recorded step, or fork the thread to change course"
+        )
+
+
+class RecordRaceError(StepsError):
+    """Another worker recorded this step first, after this run's answer had moved on.
+
+    Raised by the thread's next checkpoint write when a record write left in
+    flight (an async node under ``durability="sync"``) finds the step already
+    recorded: two processes ran the same node at once. The run stops before
+    any write carrying this process's answer is saved; run the thread again and
+    it replays the recorded answer.
+
+    Attributes:
+        kind: The record's kind (``model`` or ``tool``).
+        key: The step's record key.
+    """
+
+    def __init__(self, kind: str, key: str) -> None:
+        self.kind = kind
+        self.key = key
+        super().__init__(
+            f"{kind} step {key!r} was recorded by another worker while this run's answer "
+            "was being written; nothing of this run's step was saved. Two processes ran "
+            "the same node at once: run the thread again and it replays the recorded answer"
         )
 
 

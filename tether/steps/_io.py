@@ -27,13 +27,16 @@ from langchain_core.runnables import Runnable, RunnableConfig
 from langchain_core.runnables.config import run_in_executor
 from langchain_core.tools import BaseTool
 
-from tether import _flows
-from tether.steps._errors import StepsError
+from tether import _flows, _in_flight
+from tether.boundaries import boundary
+from tether.steps._errors import RecordRaceError, StepsError
 from tether.store import RecordStore
 from tether.store import operations as ops
 
 __all__ = [
+    "IN_FLIGHT",
     "Await",
+    "Commit",
     "Execute",
     "Flow",
     "Invoke",
@@ -126,7 +129,32 @@ class Pause:
     ask: Callable[[], Any]
 
 
-Op = ops.Operation | Await | Sleep | Invoke | Stream | Execute | RunReconcile | Pause
+@dataclass(frozen=True)
+class Commit:
+    """Write a step's record and its step-log entry; answers the step's index.
+
+    The index is ``None`` when another worker recorded the step first. With
+    ``deferrable`` the async interpreter may leave the write in flight
+    (:mod:`tether._in_flight`, keyed by ``task``: the graph's namespace and
+    the task id) and answer :data:`IN_FLIGHT` at once; the write
+    then passes ``boundary`` itself when it lands, and raises
+    :class:`RecordRaceError` (from the thread's next checkpoint write) if
+    another worker's record was there first. Otherwise the flow passes the
+    boundary, as after any write.
+    """
+
+    put: ops.PutWithStep
+    boundary: str
+    detail: dict[str, Any]
+    task: tuple[str, str]
+    deferrable: bool = False
+
+
+IN_FLIGHT = -1
+"""What a :class:`Commit` answers when its write was left in flight."""
+
+
+Op = ops.Operation | Commit | Await | Sleep | Invoke | Stream | Execute | RunReconcile | Pause
 Flow = _flows.Flow[Op, T]
 
 
@@ -159,6 +187,8 @@ def _reconcile_sync(op: RunReconcile) -> Any:
 
 
 def _perform_sync(op: Op, store: RecordStore) -> Any:
+    if isinstance(op, Commit):
+        return store.sync.perform(op.put)
     if isinstance(op, ops.Operation):
         return store.sync.perform(op)
     result: Any = None
@@ -182,7 +212,20 @@ def _perform_sync(op: Op, store: RecordStore) -> Any:
     return result
 
 
+async def _land(op: Commit, store: RecordStore) -> None:
+    """A write left in flight: perform it, then pass its boundary."""
+    index = await store.perform(op.put)
+    if index is None:
+        raise RecordRaceError(op.put.kind, op.put.key)
+    boundary(op.boundary, {**op.detail, "step_index": index})
+
+
 async def _perform(op: Op, store: RecordStore) -> Any:
+    if isinstance(op, Commit):
+        if not op.deferrable:
+            return await store.perform(op.put)
+        _in_flight.start(str(op.put.thread_id), *op.task, _land(op, store))
+        return IN_FLIGHT
     if isinstance(op, ops.Operation):
         return await store.perform(op)
     result: Any = None
@@ -213,6 +256,13 @@ def run_sync(flow: Flow[T], store: RecordStore) -> T:
     return _flows.run_sync(flow, lambda op: _perform_sync(op, store))
 
 
-async def run(flow: Flow[T], store: RecordStore) -> T:
-    """Run ``flow`` to its answer, awaiting each operation."""
+async def run(flow: Flow[T], store: RecordStore, task: tuple[str, str] | None = None) -> T:
+    """Run ``flow`` to its answer, awaiting each operation.
+
+    With ``task`` (thread id, task id), the task's record writes still in
+    flight land first, so a node's steps keep their order and nothing follows
+    an answer whose record has not landed (one that failed raises here).
+    """
+    if task is not None:
+        await _in_flight.settle_task(*task)
     return await _flows.run(flow, lambda op: _perform(op, store))

@@ -42,7 +42,7 @@ from tether.steps import _budget as budgets
 from tether.steps._chunks import as_chunks, assemble
 from tether.steps._codec import canonical_hash, decode_output, encode_output
 from tether.steps._errors import NonDeterminismError, NotRecordedError
-from tether.steps._io import Await, Flow, Invoke, Pause, Stream, run, run_sync
+from tether.steps._io import IN_FLIGHT, Await, Commit, Flow, Invoke, Pause, Stream, run, run_sync
 from tether.steps._known import known_flow, remember
 from tether.steps._log import step_document
 from tether.steps._parent import wait_for_parent_checkpoint
@@ -136,8 +136,12 @@ class Recorder:
             output = assemble(reduce(operator.add, chunks)) if chunks else None
         else:
             output = yield ask
-        won, answer, detail = yield from self._commit(call, output, started, plan)
-        boundary("model.after", detail)
+        # A stream's chunks wait for the commit's verdict, so only invoke may leave it in flight.
+        won, answer, detail = yield from self._commit(
+            call, output, started, plan, deferrable=isinstance(ask, Invoke)
+        )
+        if detail is not None:  # else the write passes the boundary when it lands
+            boundary("model.after", detail)
         if isinstance(ask, Invoke):
             return answer
         return chunks if won else list(as_chunks(answer))
@@ -181,16 +185,20 @@ class Recorder:
         }
 
     def _commit(
-        self, call: _Call, output: Any, started: float, plan: _Plan
-    ) -> Flow[tuple[bool, Any, dict[str, Any]]]:
+        self, call: _Call, output: Any, started: float, plan: _Plan, *, deferrable: bool
+    ) -> Flow[tuple[bool, Any, dict[str, Any] | None]]:
         """Record ``output``: ``(True, output, detail)``, or ``(False, answer, detail)`` if
-        another worker won; ``detail`` is what the run's event says about the step."""
+        another worker won; ``detail`` is what the run's event says about the step,
+        ``None`` if the write was left in flight (a budget's charge never is)."""
         scope = call.scope
         doc = self._document(call, output, started, plan)
-        step = model_step(call.key, doc)
-        index = yield ops.PutWithStep("model", call.key, doc, scope.thread_id, step)
+        put = ops.PutWithStep("model", call.key, doc, scope.thread_id, model_step(call.key, doc))
+        defer = deferrable and plan.ledger is None and scope.defers_records
+        index = yield Commit(put, "model.after", _step_detail(call, doc), scope.task, defer)
         remember(scope.store, scope.thread_id, "model", call.key)
-        detail = _step_detail(call, doc, index)
+        if index == IN_FLIGHT:
+            return True, output, None
+        detail = {**_step_detail(call, doc), "step_index": index}
         if index is None:
             # Another worker recorded this step first: its answer is the run's answer.
             winner = yield ops.Get("model", call.key)
@@ -240,7 +248,8 @@ class Recorder:
         scope = node_scope(config)
         if scope is None:
             return await model.ainvoke(input, config, **kwargs)
-        return await run(self._flow(scope, Invoke(model, input, config, kwargs)), scope.store)
+        flow = self._flow(scope, Invoke(model, input, config, kwargs))
+        return await run(flow, scope.store, scope.flight)
 
     def stream(
         self,
@@ -270,15 +279,15 @@ class Recorder:
                 yield chunk
             return
         flow = self._flow(scope, Stream(model, input, config, kwargs))
-        for chunk in await run(flow, scope.store):
+        for chunk in await run(flow, scope.store, scope.flight):
             yield chunk
 
 
-def _step_detail(call: _Call, doc: dict[str, Any], index: int | None) -> dict[str, Any]:
-    """What a run's ``model.step`` event says: where and which step, never its content."""
+def _step_detail(call: _Call, doc: dict[str, Any]) -> dict[str, Any]:
+    """What a run's ``model.step`` event says (with the ``step_index`` the write
+    answers): where and which step, never its content."""
     return {
         "key": call.key,
-        "step_index": index,
         "model_id": doc["model_id"],
         "usage": doc["usage"],
         "node": doc["node"],

@@ -27,6 +27,7 @@ from langgraph._internal._constants import (
 )
 from langgraph.checkpoint.base import BaseCheckpointSaver
 
+from tether.boundaries import current_guard
 from tether.store import RecordStore, store_for
 
 __all__ = [
@@ -114,6 +115,31 @@ class NodeScope:
     def durability(self) -> str:
         """LangGraph's durability mode for this run: ``sync``, ``async`` or ``exit``."""
         return str(self.configurable.get(CONFIG_KEY_DURABILITY) or "async")
+
+    @property
+    def defers_records(self) -> bool:
+        """Whether a record write may be left in flight (:mod:`tether._in_flight`).
+
+        Only under ``durability="sync"``, with a tether saver (it settles the
+        thread's writes before each checkpoint write) and outside a worker's
+        guard (whose boundaries check the run and report each step as it is
+        written).
+        """
+        return (
+            self.durability == "sync"
+            and current_guard() is None
+            and getattr(self.checkpointer, "settles_records", False) is True
+        )
+
+    @property
+    def task(self) -> tuple[str, str]:
+        """The graph's namespace and the task id: what record writes in flight are kept under."""
+        return self.graph_ns, self.task_id
+
+    @property
+    def flight(self) -> tuple[str, str]:
+        """The thread and task whose record writes in flight a recorded call waits for."""
+        return self.thread_id, self.task_id
 
     @property
     def graph_ns(self) -> str:

@@ -26,7 +26,7 @@ from tether.steps._errors import (
     ToolOutcomeUnknownError,
 )
 from tether.steps._idempotency import KEY_PARAM, ReconcileResult, args_digest, idempotency_key
-from tether.steps._io import Execute, Flow, RunReconcile
+from tether.steps._io import IN_FLIGHT, Commit, Execute, Flow, RunReconcile
 from tether.steps._known import known_flow, remember
 from tether.steps._log import step_document
 from tether.steps._parent import wait_for_parent_checkpoint
@@ -88,8 +88,10 @@ def tool_flow(
     except Exception as exc:
         yield from _fail(tool, call, exc)
         raise
-    index = yield from _commit(tool, call, output, started, "run")
-    boundary("tool.after", {**_detail(tool, call), "step_index": index, "how": "run"})
+    detail = {**_detail(tool, call), "how": "run"}
+    index = yield from _commit(tool, call, output, started, "run", in_flight=detail)
+    if index != IN_FLIGHT:  # else the write passes the boundary when it lands
+        boundary("tool.after", {**detail, "step_index": index})
     return output
 
 
@@ -274,8 +276,16 @@ def _withdraw(tool: DurableTool, call: _Call, stop: BaseException) -> Flow[None]
 
 
 def _commit(
-    tool: DurableTool, call: _Call, output: Any, started: float, how: str
+    tool: DurableTool,
+    call: _Call,
+    output: Any,
+    started: float,
+    how: str,
+    *,
+    in_flight: dict[str, Any] | None = None,
 ) -> Flow[int | None]:
+    """Record the result; the step's index, or ``IN_FLIGHT`` if the write may be left
+    in flight (``in_flight``: the event it reports when it lands)."""
     scope = call.scope
     try:
         encoded = encode_output(output)
@@ -298,9 +308,9 @@ def _commit(
     }
     remember(scope.store, scope.thread_id, "tool", call.key)
     step = _step(tool, call.key, value)
-    index: int | None = yield ops.PutWithStep(
-        "tool", call.key, value, scope.thread_id, step, replace=True
-    )
+    put = ops.PutWithStep("tool", call.key, value, scope.thread_id, step, replace=True)
+    defer = in_flight is not None and scope.defers_records
+    index: int | None = yield Commit(put, "tool.after", in_flight or {}, scope.task, defer)
     return index
 
 

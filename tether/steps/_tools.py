@@ -101,7 +101,7 @@ class DurableTool(BaseTool):
         if scope is None:
             return await execute(execution(self, self._direct(args), config))
         flow = tool_flow(self, scope, args, current_tool_call_id(), config)
-        return await run(flow, scope.store)
+        return await run(flow, scope.store, scope.flight)
 
 
 def _is_async(func: Any) -> bool:

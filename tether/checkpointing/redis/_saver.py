@@ -13,6 +13,7 @@ from tether.checkpointing._cascade import (
     delete_records_of_runs,
     delete_records_of_threads,
 )
+from tether.checkpointing._settling import SettlesRecordWrites
 from tether.checkpointing.redis._copying import Copying
 from tether.checkpointing.redis._listing import Listing
 from tether.checkpointing.redis._pruning import Pruning
@@ -23,7 +24,7 @@ __all__ = ["RedisSaver"]
 
 # mypy compares SyncBridge's declared aprune with the upstream one Listing and
 # Copying inherit; Pruning's, ahead of upstream in the MRO, is the one that runs.
-class RedisSaver(SyncBridge, Saving, Listing, Pruning, Copying):  # type: ignore[misc]
+class RedisSaver(SettlesRecordWrites, SyncBridge, Saving, Listing, Pruning, Copying):  # type: ignore[misc]
     """``AsyncRedisSaver`` with tether's fixes for the official conformance suite.
 
     Works from async code directly and from sync code through

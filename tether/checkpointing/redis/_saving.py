@@ -14,6 +14,7 @@ from langgraph.checkpoint.base import (
 )
 from langgraph.checkpoint.redis.util import to_storage_safe_id, to_storage_safe_str
 
+from tether._in_flight import before_checkpoint
 from tether.checkpointing.redis._base import RedisBase
 from tether.checkpointing.redis._serde import TYPED_VALUES, dump_values
 
@@ -21,7 +22,7 @@ __all__ = ["Saving"]
 
 
 class Saving(RedisBase):
-    """``aput`` as one MULTI/EXEC transaction."""
+    """``aput`` as one MULTI/EXEC transaction, once the thread's record writes landed."""
 
     async def aput(
         self,
@@ -53,6 +54,7 @@ class Saving(RedisBase):
         """
         configurable = config["configurable"]
         thread_id = configurable["thread_id"]
+        await before_checkpoint(config)
         ns = configurable.get("checkpoint_ns", "")
         checkpoint_id = checkpoint["id"]
         # Upstream's rule: the config's checkpoint is the parent unless it is this one.
