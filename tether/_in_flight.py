@@ -21,7 +21,8 @@ interrupt (the task ended without its answer): until then every write that
 could carry the answer on is refused, even if a caller caught the first error.
 
 This module sits at the bottom of the package (it imports nothing from
-tether): the savers and the step layer both use it. Writes are keyed by thread
+tether): the step layer and the savers that settle (``settles_records``:
+PostgreSQL and Redis, and wrappers of them) both use it. Writes are keyed by thread
 id, graph namespace and task id.
 """
 

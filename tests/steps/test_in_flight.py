@@ -2,13 +2,15 @@
 its record, and nothing that carries the answer is saved before the record lands.
 
 The write is started when the recorded call returns and settled by the
-thread's next checkpoint write (``aput_writes`` and ``aput`` of every tether
-saver) and by the thread's next recorded call.
+task's pending writes and the thread's next checkpoint (``aput_writes`` and
+``aput`` of tether's PostgreSQL and Redis savers) and by the task's next
+recorded call.
 """
 
 from __future__ import annotations
 
 import asyncio
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -16,15 +18,22 @@ import pytest
 from langchain_core.messages import AIMessage, HumanMessage
 from langgraph.types import Command, interrupt
 
-from tests.backends import Backend
+from tests.backends import Backend, fresh_backend
 from tests.steps.graphs import State, one_node
 from tests.steps.scripted import CountingScriptedModel, count_calls, reply
 from tests.steps.test_concurrent_recording import LOSER, WINNER, Race, _node
-from tether import _in_flight, open_checkpointer, open_checkpointer_sync
+from tether import _in_flight, open_checkpointer_sync
 from tether.checkpointing.encryption import KeyRing
 from tether.steps import RecordRaceError, read_steps, read_steps_sync, recorded
 
 CONFIG: Any = {"configurable": {"thread_id": "t1"}}
+
+
+@pytest.fixture(params=["postgres", "redis"])
+def server_backend(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Backend]:
+    """The backends whose savers settle record writes in flight (see the module docstring)."""
+    with fresh_backend(request.param, request.getfixturevalue("servers"), tmp_path) as b:
+        yield b
 
 
 def _in_flight_for(thread: str) -> int:
@@ -48,7 +57,7 @@ def _one_call(tmp_path: Path) -> tuple[Any, list[int]]:
 
 @pytest.mark.parametrize("encrypted", [False, True], ids=["clear", "encrypted"])
 async def test_an_async_node_returns_before_its_records_land_and_the_run_waits_for_them(
-    durable_backend: Backend, tmp_path: Path, encrypted: bool
+    server_backend: Backend, tmp_path: Path, encrypted: bool
 ) -> None:
     calls = tmp_path / "calls"
     model = recorded(
@@ -64,7 +73,7 @@ async def test_an_async_node_returns_before_its_records_land_and_the_run_waits_f
         return {"messages": [first, second]}
 
     options = {"encryption": KeyRing.from_spec(KeyRing.generate_spec("k1"))} if encrypted else {}
-    async with durable_backend.open(**options) as saver:
+    async with server_backend.open(**options) as saver:
         graph = one_node(node, saver)
         out = await graph.ainvoke({"messages": [HumanMessage("hi")]}, CONFIG, durability="sync")
         steps = await read_steps(saver, "t1")
@@ -92,17 +101,23 @@ def test_a_sync_node_waits_for_its_record(durable_backend: Backend, tmp_path: Pa
 
 
 @pytest.mark.parametrize("encrypted", [False, True], ids=["clear", "encrypted"])
+@pytest.mark.parametrize("name", ["memory", "sqlite"])
 async def test_a_saver_that_does_not_settle_writes_gets_records_written_first(
-    tmp_path: Path, encrypted: bool
+    tmp_path: Path, encrypted: bool, name: str
 ) -> None:
-    """The memory saver (plain, or under encryption) never waits for writes in flight."""
+    """Memory and SQLite savers (plain, or under encryption) never have writes in flight.
+
+    (On SQLite the record would share the connection's one thread with
+    LangGraph's own writes: in flight, it saved nothing and cost time.)
+    """
     node, seen = _one_call(tmp_path)
 
     options = {"encryption": KeyRing.from_spec(KeyRing.generate_spec("k1"))} if encrypted else {}
-    async with open_checkpointer("memory://", **options) as saver:
-        graph = one_node(node, saver)
-        await graph.ainvoke({"messages": [HumanMessage("hi")]}, CONFIG, durability="sync")
-        steps = await read_steps(saver, "t1")
+    with fresh_backend(name, {}, tmp_path) as backend:
+        async with backend.open(**options) as saver:
+            graph = one_node(node, saver)
+            await graph.ainvoke({"messages": [HumanMessage("hi")]}, CONFIG, durability="sync")
+            steps = await read_steps(saver, "t1")
     assert seen == [0]
     assert [s.output.content for s in steps] == ["one"]
 
@@ -120,7 +135,7 @@ async def test_other_durability_modes_wait_for_the_record(
 
 
 async def test_a_worker_that_loses_the_race_saves_nothing_of_its_answer(
-    durable_backend: Backend, tmp_path: Path
+    server_backend: Backend, tmp_path: Path
 ) -> None:
     """Two processes run the same node; the later record write fails, and with it the run.
 
@@ -129,7 +144,7 @@ async def test_a_worker_that_loses_the_race_saves_nothing_of_its_answer(
     :class:`RecordRaceError` and the thread keeps the winner's answer.
     """
     race = Race(tmp_path)
-    async with durable_backend.open() as winner_saver, durable_backend.open() as loser_saver:
+    async with server_backend.open() as winner_saver, server_backend.open() as loser_saver:
         winner = one_node(_node("ainvoke", race.model("winner"), race.seen), winner_saver)
         loser = one_node(_node("ainvoke", race.model("loser"), race.seen), loser_saver)
         await winner.ainvoke({"messages": [HumanMessage("hi")]}, CONFIG)  # paused at "go?"
@@ -149,7 +164,7 @@ async def test_a_worker_that_loses_the_race_saves_nothing_of_its_answer(
 
 
 async def test_a_node_that_catches_the_failure_still_saves_nothing(
-    durable_backend: Backend, tmp_path: Path
+    server_backend: Backend, tmp_path: Path
 ) -> None:
     """The failure is raised again by every write that could carry the answer on."""
     race = Race(tmp_path)
@@ -172,7 +187,7 @@ async def test_a_node_that_catches_the_failure_still_saves_nothing(
         calls = str(tmp_path / f"{who}-other.calls")
         return recorded(CountingScriptedModel(replies=[reply("more")], calls_file=calls))
 
-    async with durable_backend.open() as winner_saver, durable_backend.open() as loser_saver:
+    async with server_backend.open() as winner_saver, server_backend.open() as loser_saver:
         winner = one_node(node(race.model("winner"), other("winner")), winner_saver)
         loser = one_node(node(race.model("loser"), other("loser")), loser_saver)
         await winner.ainvoke({"messages": [HumanMessage("hi")]}, CONFIG)  # paused at "go?"

@@ -30,7 +30,6 @@ from langgraph.checkpoint.base import (
 )
 from langgraph.constants import TASKS
 
-from tether._in_flight import before_checkpoint, before_task_writes
 from tether.boundaries import Fence
 from tether.checkpointing._bridge import SyncBridge, read_all
 from tether.checkpointing._cascade import (
@@ -120,9 +119,6 @@ class SqliteSaver(SyncBridge, AsyncSqliteSaver):
     point, from sync or async code.
     """
 
-    # Settles the thread's record writes in flight before each checkpoint write.
-    settles_records = True
-
     async def alist(
         self,
         config: RunnableConfig | None,
@@ -159,7 +155,6 @@ class SqliteSaver(SyncBridge, AsyncSqliteSaver):
     ) -> RunnableConfig:
         """Upstream's ``aput``, as one transaction in one hop (see the module's docstring)."""
         configurable = config["configurable"]
-        await before_checkpoint(config)
         thread_id = configurable["thread_id"]
         checkpoint_ns = configurable["checkpoint_ns"]
         type_, serialized = self.serde.dumps_typed(checkpoint)
@@ -196,7 +191,6 @@ class SqliteSaver(SyncBridge, AsyncSqliteSaver):
         task_path: str = "",
     ) -> None:
         """Upstream's ``aput_writes``, as one transaction in one hop."""
-        await before_task_writes(config, writes, task_id)
         verb = "REPLACE" if all(w[0] in WRITES_IDX_MAP for w in writes) else "IGNORE"
         configurable = config["configurable"]
         rows = [
