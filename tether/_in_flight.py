@@ -16,9 +16,10 @@ through the saver, so the saver waits:
 A write that failed (e.g. another worker recorded the step first) makes each
 of these raise it, so the task's writes and the next checkpoint are refused
 and the answer is never saved. The failure is kept until a checkpoint of its
-graph raised it, or the task's writes that raised it were only an error or an
-interrupt (the task ended without its answer): until then every write that
-could carry the answer on is refused, even if a caller caught the first error.
+graph (or of a graph it is nested in) raised it, or the task's writes that
+raised it were only an error or an interrupt (the task ended without its
+answer): until then every write that could carry the answer on is refused,
+even if a caller caught the first error.
 
 This module sits at the bottom of the package (it imports nothing from
 tether): the step layer and the savers that settle (``settles_records``:
@@ -107,7 +108,8 @@ async def settle_thread(thread_id: Any, graph_ns: str) -> None:
     """Wait for every write in flight of the thread; raise the first that failed.
 
     Called before a checkpoint of the graph at ``graph_ns`` is saved; the
-    failures of that graph's tasks are forgotten once raised here.
+    failures of that graph's tasks and of its subgraphs' are forgotten once
+    raised here (a subgraph's checkpoint never forgets its parent's).
     """
     thread = str(thread_id)
     await _wait(_flying(thread, lambda _, writes: True))
@@ -116,11 +118,16 @@ async def settle_thread(thread_id: Any, graph_ns: str) -> None:
         failures = [(task, w) for task, w in tasks.items() if w.failed]
         failure = failures[0][1].failed[0] if failures else None
         for task, writes in failures:
-            if writes.graph_ns == graph_ns:
+            if _within(writes.graph_ns, graph_ns):
                 writes.failed.clear()
                 _drop_if_empty(thread, task)
     if failure is not None:
         raise failure
+
+
+def _within(ns: str, graph_ns: str) -> bool:
+    """Whether ``ns`` is the graph at ``graph_ns`` or one of its subgraphs."""
+    return not graph_ns or ns == graph_ns or ns.startswith(graph_ns + "|")
 
 
 def _flying(thread: str, wanted: Any) -> list[asyncio.Future[Any]]:
