@@ -90,7 +90,7 @@ def tool_graph(work: Path, variant: str) -> Any:
         tool = plain
     else:
 
-        @durable_tool(name="refund", safe_to_retry=variant == "safe")
+        @durable_tool(name="refund", safe_to_retry=variant == "safe", read_only=variant == "read")
         def bare(order: str) -> str:
             """Refund an order."""
             return effect(order, "-")

@@ -71,9 +71,11 @@ async def test_tool_without_key_or_reconcile_refuses_to_guess(
     assert len(lines(tmp_path / "effects")) == 1
 
 
+@pytest.mark.parametrize("variant", ["safe", "read"])
 async def test_safe_to_retry_tool_runs_again(
-    sqlite_backend: Backend, run_child: ChildRunner, tmp_path: Path
+    sqlite_backend: Backend, run_child: ChildRunner, tmp_path: Path, variant: str
 ) -> None:
-    _crash_once(run_child, "tool:safe", sqlite_backend, tmp_path)
-    assert output(run_child("tool:safe", sqlite_backend)) == {"last": "refunded A1"}
+    """``safe_to_retry=True``, or ``read_only=True`` (which implies it)."""
+    _crash_once(run_child, f"tool:{variant}", sqlite_backend, tmp_path)
+    assert output(run_child(f"tool:{variant}", sqlite_backend)) == {"last": "refunded A1"}
     assert len(lines(tmp_path / "effects")) == 2

@@ -163,7 +163,8 @@ def _wrap(
         return_direct=inner.return_direct,
         inner=inner,
         reconcile=reconcile,
-        safe_to_retry=safe_to_retry,
+        # A tool that changes nothing outside may run twice without harm.
+        safe_to_retry=safe_to_retry or read_only,
         raises_before_effect=before_effect,
         compensate=compensate,
         compensation=policy,
@@ -259,7 +260,9 @@ def durable_tool(
             ``"ask"`` (ask a person first) or ``"none"`` (leave it; listed as
             not undone). Default: the run's policy.
         read_only: The tool changes nothing outside (a lookup): there is
-            nothing to undo, and it is never listed as "not undone".
+            nothing to undo, and it is never listed as "not undone". It is
+            also safe to retry: no claim is written before it runs, and a call
+            cut short by a crash simply runs again.
 
     Returns:
         A ``DurableTool`` (a LangChain ``BaseTool``), or a decorator.
