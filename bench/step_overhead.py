@@ -17,7 +17,11 @@ and PostgreSQL and Redis (the test command's servers when
 ``TETHER_TEST_POSTGRES_URL``/``TETHER_TEST_REDIS_URL`` name them, else
 throwaway ones started here).
 
-Usage: ``python bench/step_overhead.py [--steps 100] [--repeat 5] [--url URL ...]``.
+By default the tool is a plain ``durable_tool`` (a claim is written before
+each call); ``--read-only`` declares it ``read_only=True``, as a lookup is,
+which writes no claim.
+
+Usage: ``python bench/step_overhead.py [--steps 100] [--repeat 5] [--url URL ...] [--read-only]``.
 """
 
 from __future__ import annotations
@@ -75,13 +79,13 @@ class State(TypedDict):
     messages: Annotated[list[AnyMessage], add_messages]
 
 
-async def one_run(variant: str, steps: int, url: str) -> float:
+async def one_run(variant: str, steps: int, url: str, read_only: bool = False) -> float:
     """Seconds per step of one full run on a thread of its own."""
     model: Runnable[Any, Any] = ScriptedCounter(steps=steps)
     tool: BaseTool = StructuredTool.from_function(lookup)
     if variant == "tether":
         model = recorded(model, model_id="scripted-counter")
-        tool = durable_tool(lookup)
+        tool = durable_tool(lookup, read_only=read_only)
     thread = f"bench-{variant}-{uuid.uuid4().hex}"
     config: Any = {"configurable": {"thread_id": thread}, "recursion_limit": 4 * steps + 10}
     async with open_checkpointer(url) as saver:
@@ -112,14 +116,14 @@ class Figures:
         return min(self.tether) / min(self.langgraph)
 
 
-async def measure(url: str, steps: int, repeat: int) -> Figures:
+async def measure(url: str, steps: int, repeat: int, read_only: bool = False) -> Figures:
     """Alternate bare and recorded runs on ``url``, after one warm-up run of each."""
     figures = Figures(url.split(":", 1)[0], [], [])
     for variant in ("langgraph", "tether"):
         await one_run(variant, 5, url)
     for _ in range(repeat):
         figures.langgraph.append(await one_run("langgraph", steps, url))
-        figures.tether.append(await one_run("tether", steps, url))
+        figures.tether.append(await one_run("tether", steps, url, read_only))
     return figures
 
 
@@ -149,6 +153,11 @@ async def main() -> None:
     parser.add_argument("--steps", type=int, default=100)
     parser.add_argument("--repeat", type=int, default=5)
     parser.add_argument(
+        "--read-only",
+        action="store_true",
+        help="declare the lookup tool read_only=True (no claim before it runs)",
+    )
+    parser.add_argument(
         "--url",
         action="append",
         default=[],
@@ -157,12 +166,13 @@ async def main() -> None:
     args = parser.parse_args()
     with tempfile.TemporaryDirectory() as tmp, contextlib.ExitStack() as stack:
         urls: Sequence[str] = args.url or stack.enter_context(default_urls(tmp))
-        print(f"{args.steps} steps x {args.repeat} runs per variant, durability=sync")
+        tool = "read_only lookup tool (no claim)" if args.read_only else "durable tool (claimed)"
+        print(f"{args.steps} steps x {args.repeat} runs per variant, durability=sync, {tool}")
         print("ms per step; ratio = tether / bare LangGraph (goal <= 1.10)")
         print(f"{'':<11}{'bare LangGraph':>17}{'tether':>17}{'ratio':>17}")
         print(f"{'backend':<11}" + f"{'median':>9}{'best':>8}" * 2 + f"{'median':>10}{'best':>8}")
         for url in urls:
-            report(await measure(url, args.steps, args.repeat))
+            report(await measure(url, args.steps, args.repeat, args.read_only))
 
 
 if __name__ == "__main__":
