@@ -161,7 +161,7 @@ async def _done(future: asyncio.Future[Any]) -> None:
 
 async def before_task_writes(config: Any, writes: Any, task_id: str) -> None:
     """What a saver's ``aput_writes`` calls first: :func:`settle_task` for the task."""
-    without_answer = all(channel in (ERROR, INTERRUPT) for channel, _ in writes)
+    without_answer = bool(writes) and all(channel in (ERROR, INTERRUPT) for channel, _ in writes)
     await settle_task(
         config["configurable"]["thread_id"], task_id, ended_without_answer=without_answer
     )

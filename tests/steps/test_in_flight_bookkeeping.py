@@ -75,6 +75,8 @@ async def test_writes_of_only_an_error_or_an_interrupt_forget_the_failure() -> N
     _in_flight.start(thread, "", "t1", _fails())
     with pytest.raises(WriteFailed):
         await _in_flight.before_task_writes(config, [("messages", "answer")], "t1")
+    with pytest.raises(WriteFailed):  # no writes at all: the failure stays
+        await _in_flight.before_task_writes(config, [], "t1")
     with pytest.raises(WriteFailed):
         await _in_flight.before_task_writes(config, [("__error__", "boom")], "t1")
     await _in_flight.before_task_writes(config, [("messages", "answer")], "t1")
