@@ -93,7 +93,7 @@ async def settle_task(thread_id: Any, task_id: str, *, ended_without_answer: boo
     interrupt, so a failure raised here has done its work and is forgotten.
     """
     thread = str(thread_id)
-    await _wait(_flying(thread, lambda task, _: task == task_id))
+    await _wait(_flying(thread, task_id))
     with _lock:
         writes = _threads.get(thread, {}).get(task_id)
         failure = writes.failed[0] if writes is not None and writes.failed else None
@@ -112,7 +112,7 @@ async def settle_thread(thread_id: Any, graph_ns: str) -> None:
     raised here (a subgraph's checkpoint never forgets its parent's).
     """
     thread = str(thread_id)
-    await _wait(_flying(thread, lambda _, writes: True))
+    await _wait(_flying(thread))
     with _lock:
         tasks = _threads.get(thread, {})
         failures = [(task, w) for task, w in tasks.items() if w.failed]
@@ -130,12 +130,13 @@ def _within(ns: str, graph_ns: str) -> bool:
     return not graph_ns or ns == graph_ns or ns.startswith(graph_ns + "|")
 
 
-def _flying(thread: str, wanted: Any) -> list[asyncio.Future[Any]]:
+def _flying(thread: str, task_id: str | None = None) -> list[asyncio.Future[Any]]:
+    """The thread's writes in flight (only ``task_id``'s, if given)."""
     with _lock:
         return [
             future
             for task, writes in _threads.get(thread, {}).items()
-            if wanted(task, writes)
+            if task_id is None or task == task_id
             for future in writes.flying
         ]
 

@@ -12,6 +12,7 @@ import uuid
 
 import pytest
 
+from tests.steps.test_in_flight import _in_flight_for
 from tether import _in_flight
 
 
@@ -26,11 +27,6 @@ async def _fails() -> None:
 
 def _thread() -> str:
     return f"bookkeeping-{uuid.uuid4().hex}"
-
-
-def _left(thread: str) -> int:
-    tasks = _in_flight._threads.get(thread, {})
-    return sum(len(w.flying) + len(w.failed) for w in tasks.values())
 
 
 async def test_a_task_waits_only_for_its_own_writes() -> None:
@@ -52,7 +48,7 @@ async def test_a_task_waits_only_for_its_own_writes() -> None:
     gate.set()
     await checkpoint
     assert landed == ["quick", "slow"]
-    assert _left(thread) == 0
+    assert _in_flight_for(thread) == 0
 
 
 async def test_a_failure_is_raised_by_every_write_until_a_checkpoint_raised_it() -> None:
@@ -66,7 +62,7 @@ async def test_a_failure_is_raised_by_every_write_until_a_checkpoint_raised_it()
         await _in_flight.settle_thread(thread, "")
     await _in_flight.settle_thread(thread, "")  # forgotten once the checkpoint raised it
     await _in_flight.settle_task(thread, "t1")
-    assert _left(thread) == 0
+    assert _in_flight_for(thread) == 0
 
 
 async def test_writes_of_only_an_error_or_an_interrupt_forget_the_failure() -> None:
@@ -80,7 +76,7 @@ async def test_writes_of_only_an_error_or_an_interrupt_forget_the_failure() -> N
     with pytest.raises(WriteFailed):
         await _in_flight.before_task_writes(config, [("__error__", "boom")], "t1")
     await _in_flight.before_task_writes(config, [("messages", "answer")], "t1")
-    assert _left(thread) == 0
+    assert _in_flight_for(thread) == 0
 
 
 async def test_a_subgraph_checkpoint_forgets_its_own_failures_not_its_parents() -> None:
@@ -95,7 +91,7 @@ async def test_a_subgraph_checkpoint_forgets_its_own_failures_not_its_parents() 
     with pytest.raises(WriteFailed):
         await _in_flight.before_checkpoint({"configurable": {"thread_id": thread}})
     await _in_flight.settle_thread(thread, "")
-    assert _left(thread) == 0
+    assert _in_flight_for(thread) == 0
 
 
 async def test_the_root_checkpoint_forgets_a_subgraph_failure_its_graph_never_raised() -> None:
@@ -104,7 +100,7 @@ async def test_the_root_checkpoint_forgets_a_subgraph_failure_its_graph_never_ra
     with pytest.raises(WriteFailed):
         await _in_flight.settle_thread(thread, "")
     await _in_flight.settle_thread(thread, "")
-    assert _left(thread) == 0
+    assert _in_flight_for(thread) == 0
 
 
 def test_a_write_started_on_another_loop_is_awaited_on_its_own() -> None:
@@ -129,4 +125,4 @@ def test_a_write_started_on_another_loop_is_awaited_on_its_own() -> None:
         other.call_soon_threadsafe(other.stop)
         runner.join(5)
         other.close()
-    assert _left(thread) == 0
+    assert _in_flight_for(thread) == 0

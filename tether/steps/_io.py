@@ -135,8 +135,8 @@ class Commit:
 
     The index is ``None`` when another worker recorded the step first. With
     ``deferrable`` the async interpreter may leave the write in flight
-    (:mod:`tether._in_flight`, keyed by ``task``: the graph's namespace and
-    the task id) and answer :data:`IN_FLIGHT` at once; the write
+    (:mod:`tether._in_flight`, kept under ``flight``: the thread, the graph's
+    namespace and the task id) and answer :data:`IN_FLIGHT` at once; the write
     then passes ``boundary`` itself when it lands, and raises
     :class:`RecordRaceError` (from the thread's next checkpoint write) if
     another worker's record was there first. Otherwise the flow passes the
@@ -146,7 +146,7 @@ class Commit:
     put: ops.PutWithStep
     boundary: str
     detail: dict[str, Any]
-    task: tuple[str, str]
+    flight: tuple[str, str, str]
     deferrable: bool = False
 
 
@@ -224,7 +224,7 @@ async def _perform(op: Op, store: RecordStore) -> Any:
     if isinstance(op, Commit):
         if not op.deferrable:
             return await store.perform(op.put)
-        _in_flight.start(str(op.put.thread_id), *op.task, _land(op, store))
+        _in_flight.start(*op.flight, _land(op, store))
         return IN_FLIGHT
     if isinstance(op, ops.Operation):
         return await store.perform(op)
@@ -256,13 +256,14 @@ def run_sync(flow: Flow[T], store: RecordStore) -> T:
     return _flows.run_sync(flow, lambda op: _perform_sync(op, store))
 
 
-async def run(flow: Flow[T], store: RecordStore, task: tuple[str, str] | None = None) -> T:
+async def run(flow: Flow[T], store: RecordStore, flight: tuple[str, str, str] | None = None) -> T:
     """Run ``flow`` to its answer, awaiting each operation.
 
-    With ``task`` (thread id, task id), the task's record writes still in
-    flight land first, so a node's steps keep their order and nothing follows
-    an answer whose record has not landed (one that failed raises here).
+    With ``flight`` (a node scope's), the task's record writes still in flight
+    land first, so a node's steps keep their order and nothing follows an
+    answer whose record has not landed (one that failed raises here).
     """
-    if task is not None:
-        await _in_flight.settle_task(*task)
+    if flight is not None:
+        thread_id, _, task_id = flight
+        await _in_flight.settle_task(thread_id, task_id)
     return await _flows.run(flow, lambda op: _perform(op, store))

@@ -194,11 +194,12 @@ class Recorder:
         doc = self._document(call, output, started, plan)
         put = ops.PutWithStep("model", call.key, doc, scope.thread_id, model_step(call.key, doc))
         defer = deferrable and plan.ledger is None and scope.defers_records
-        index = yield Commit(put, "model.after", _step_detail(call, doc), scope.task, defer)
+        detail = _step_detail(call, doc)
+        index = yield Commit(put, "model.after", detail, scope.flight, defer)
         remember(scope.store, scope.thread_id, "model", call.key)
         if index == IN_FLIGHT:
             return True, output, None
-        detail = {**_step_detail(call, doc), "step_index": index}
+        detail = {**detail, "step_index": index}
         if index is None:
             # Another worker recorded this step first: its answer is the run's answer.
             winner = yield ops.Get("model", call.key)

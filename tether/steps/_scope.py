@@ -132,14 +132,10 @@ class NodeScope:
         )
 
     @property
-    def task(self) -> tuple[str, str]:
-        """The graph's namespace and the task id: what record writes in flight are kept under."""
-        return self.graph_ns, self.task_id
-
-    @property
-    def flight(self) -> tuple[str, str]:
-        """The thread and task whose record writes in flight a recorded call waits for."""
-        return self.thread_id, self.task_id
+    def flight(self) -> tuple[str, str, str]:
+        """Thread, graph namespace and task id: what this task's record writes in flight
+        are kept under (:mod:`tether._in_flight`)."""
+        return self.thread_id, self.graph_ns, self.task_id
 
     @property
     def graph_ns(self) -> str:

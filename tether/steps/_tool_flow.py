@@ -310,7 +310,7 @@ def _commit(
     step = _step(tool, call.key, value)
     put = ops.PutWithStep("tool", call.key, value, scope.thread_id, step, replace=True)
     defer = in_flight is not None and scope.defers_records
-    index: int | None = yield Commit(put, "tool.after", in_flight or {}, scope.task, defer)
+    index: int | None = yield Commit(put, "tool.after", in_flight or {}, scope.flight, defer)
     return index
 
 

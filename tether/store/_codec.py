@@ -38,6 +38,12 @@ def check_names(kind: str, key: str) -> None:
         raise RecordStoreError(f"record key {key!r} must be a non-empty str")
 
 
+def _sealed(cipher: Cipher, text: str, aad: bytes, data_key: Any) -> str:
+    """``text`` encrypted and bound to ``aad``, as stored."""
+    blob = cipher.encrypt(text.encode(), aad, data_key=data_key)
+    return _ENCRYPTED + base64.b64encode(blob).decode("ascii")
+
+
 def _json(value: dict[str, Any]) -> str:
     if not isinstance(value, dict):
         raise RecordStoreError(f"record values must be dicts, got {type(value).__name__}")
@@ -55,12 +61,6 @@ class RecordCodec:
 
     def __init__(self, cipher: Cipher | None) -> None:
         self.cipher = cipher
-
-    def _seal(self, text: str, aad: bytes, data_key: Any = None) -> str:
-        if self.cipher is None:
-            return text
-        blob = self.cipher.encrypt(text.encode(), aad, data_key=data_key)
-        return _ENCRYPTED + base64.b64encode(blob).decode("ascii")
 
     def wanted_key(self, payload: str) -> str | None:
         """The data key a stored value is sealed under (``None``: a ring key, or clear)."""
@@ -105,8 +105,8 @@ class RecordCodec:
         check_names(kind, key)
         thread = str(thread_id)
         payload = _json(value)
-        if self.cipher is not None:
-            payload = self._seal(payload, binding.record(thread, kind, key), data_key)
+        if self.cipher is not None:  # (the associated data is built only to seal)
+            payload = _sealed(self.cipher, payload, binding.record(thread, kind, key), data_key)
         return RawRecord(kind, key, thread, payload, time.time(), run_id)
 
     def step(
@@ -123,10 +123,11 @@ class RecordCodec:
         """
         text = _json(step)  # refuses bad input before anything is written
         digest = step_digest(keyed, thread, text)
-        if self.cipher is None:
+        cipher = self.cipher
+        if cipher is None:
             return StepPayload(lambda index: text, text, run_id, digest)
         return StepPayload(
-            lambda index: self._seal(text, binding.step(thread, index), data_key),
+            lambda index: _sealed(cipher, text, binding.step(thread, index), data_key),
             None,
             run_id,
             digest,
