@@ -45,7 +45,13 @@ def test_refund_agent_survives_every_boundary_on_sqlite(crashtest: Any, tmp_path
     assert list(tmp_path.glob("crash-*.db")) == []  # fresh databases are cleaned up
 
 
+# The crash harness's PostgreSQL runs share the server's list of databases, which the
+# first test checks for leftovers: one xdist worker runs them, one after another.
+ON_ONE_POSTGRES_WORKER = pytest.mark.xdist_group("crashtest-postgres-databases")
+
+
 @pytest.mark.slow
+@ON_ONE_POSTGRES_WORKER
 def test_refund_agent_survives_every_boundary_on_postgres(
     crashtest: Any, servers: dict[str, str]
 ) -> None:
@@ -171,6 +177,7 @@ def test_refund_saga_survives_every_boundary_of_its_compensation_on_sqlite(
 
 
 @pytest.mark.slow
+@ON_ONE_POSTGRES_WORKER
 def test_refund_saga_survives_every_boundary_of_its_compensation_on_postgres(
     crashtest: Any, servers: dict[str, str]
 ) -> None:
