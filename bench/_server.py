@@ -103,12 +103,16 @@ def tether_serve(
     concurrency: int = 10,
     lease: float = 2.0,
     worker_processes: int = 0,
+    leaders: dict[str, int] | None = None,
 ) -> Iterator[str]:
     """``tether serve`` on the run store ``url``; its base URL.
 
     ``workers`` in-process workers; ``worker_processes`` separate ``tether worker``
     processes beside it (with ``workers=0``, the server only answers HTTP).
+    ``leaders`` gets the pid of each process started (each leads its own
+    process group), by name, for :class:`_cpu.CpuMeter`.
     """
+    leaders = {} if leaders is None else leaders
     port = free_port()
     command = [
         *(sys.executable, "-m", "tether", "serve", "--config", str(PROJECT), "--url", url),
@@ -119,11 +123,15 @@ def tether_serve(
     base = f"http://127.0.0.1:{port}"
     with contextlib.ExitStack() as stack:
         try:
-            stack.enter_context(_server(command, f"{base}/ok", workdir, "tether-serve", 60))
+            server = stack.enter_context(
+                _server(command, f"{base}/ok", workdir, "tether-serve", 60)
+            )
         except Unavailable as exc:
             raise RuntimeError(f"tether serve did not start: {exc}") from exc
+        leaders["tether serve"] = server.pid
         for i in range(worker_processes):
-            stack.enter_context(_worker(url, workdir, i, concurrency, lease))
+            worker = stack.enter_context(_worker(url, workdir, i, concurrency, lease))
+            leaders["tether worker" if worker_processes == 1 else f"tether worker {i}"] = worker.pid
         yield base
 
 
@@ -147,8 +155,11 @@ def _worker(
 
 
 @contextlib.contextmanager
-def langgraph_dev(workdir: Path) -> Iterator[str]:
-    """``langgraph dev`` (in-memory) on the bench project; its base URL, or :class:`Unavailable`."""
+def langgraph_dev(workdir: Path, leaders: dict[str, int] | None = None) -> Iterator[str]:
+    """``langgraph dev`` (in-memory) on the bench project; its base URL, or :class:`Unavailable`.
+
+    ``leaders`` gets its process group's leader pid (see :func:`tether_serve`).
+    """
     cli = shutil.which("langgraph") or str(Path(sys.executable).with_name("langgraph"))
     if not Path(cli).exists():
         raise Unavailable("the LangGraph CLI is not installed (pip install -e '.[bench]')")
@@ -168,5 +179,7 @@ def langgraph_dev(workdir: Path) -> Iterator[str]:
         *("--config", str(project / PROJECT.name)),
     ]
     base = f"http://127.0.0.1:{port}"
-    with _server(command, f"{base}/ok", project, "langgraph-dev", 120):
+    with _server(command, f"{base}/ok", project, "langgraph-dev", 120) as server:
+        if leaders is not None:
+            leaders["langgraph dev"] = server.pid
         yield base

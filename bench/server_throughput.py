@@ -24,6 +24,12 @@ as stalled. Peers, side by side in one run:
 Each peer first does ``--warmup`` runs (not counted), then the measurement;
 peers alternate, ``--repeat`` times, and the best run of each is shown.
 
+Beside runs/s, each peer's CPU time per run is shown by process (see
+``_cpu.py``): the server, each worker process, PostgreSQL, and this process
+(the SDK clients, or in-process LangGraph itself). It moves far less between
+runs than throughput on a shared machine, and it shows which process a
+change made cheaper. Its total is the cost of a run to the whole machine.
+
 Usage: ``python bench/server_throughput.py [--runs 400] [--clients 4] [--quick]``.
 """
 
@@ -39,6 +45,7 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from pathlib import Path
 
+from _cpu import CpuMeter
 from _runtime import machine, median, percentile, postgres_databases
 from _server import Unavailable, langgraph_dev, tether_serve
 from runtime_project.graphs import build_three_node
@@ -52,15 +59,19 @@ STALL = 30.0  # seconds after which a call is given up and counted as stalled
 
 @dataclass
 class Figures:
-    """One measurement: runs/s (answered calls), their latencies (s), calls given up."""
+    """One measurement: runs/s (answered calls), their latencies (s), calls given up,
+    and CPU milliseconds per run by process (empty where it cannot be read)."""
 
     rate: float
     latencies: list[float]
     stalled: int
+    cpu: dict[str, float]
 
 
-async def drive(calls: list[Call], runs: int, warmup: int) -> Figures:
+async def drive(calls: list[Call], runs: int, warmup: int, meter: CpuMeter) -> Figures:
     """``warmup`` then ``runs`` runs, each ``calls[i]`` calling one after another.
+
+    ``meter`` counts the CPU of the measured runs (not of the warmup).
 
     A call not answered within :data:`STALL` seconds is given up (its client goes
     on with the next run) and counted as stalled, not as a run done.
@@ -83,9 +94,11 @@ async def drive(calls: list[Call], runs: int, warmup: int) -> Figures:
                 continue
             latencies.append(time.perf_counter() - began)
 
+    meter.start()
     started = time.perf_counter()
     await asyncio.gather(*(client(call) for call in calls))
-    return Figures(len(latencies) / (time.perf_counter() - started), latencies, stalled)
+    elapsed = time.perf_counter() - started
+    return Figures(len(latencies) / elapsed, latencies, stalled, meter.per_run(len(latencies)))
 
 
 def _check(values: object) -> None:
@@ -93,8 +106,10 @@ def _check(values: object) -> None:
         raise RuntimeError(f"unexpected result of runs.wait: {values!r}")
 
 
-async def over_http(base: str, clients: int, runs: int, warmup: int) -> Figures:
-    """``clients`` SDK clients calling ``runs.wait`` on ``base``."""
+async def over_http(
+    base: str, clients: int, runs: int, warmup: int, leaders: dict[str, int]
+) -> Figures:
+    """``clients`` SDK clients calling ``runs.wait`` on ``base`` (served by ``leaders``)."""
     from langgraph_sdk import get_client
 
     def call_on(client: object) -> Call:
@@ -109,7 +124,8 @@ async def over_http(base: str, clients: int, runs: int, warmup: int) -> Figures:
         return call
 
     sdk = [get_client(url=base) for _ in range(clients)]
-    return await drive([call_on(client) for client in sdk], runs, warmup)
+    calls = [call_on(client) for client in sdk]
+    return await drive(calls, runs, warmup, CpuMeter.of_groups(leaders))
 
 
 async def in_process(url: str, clients: int, runs: int, warmup: int) -> Figures:
@@ -128,7 +144,7 @@ async def in_process(url: str, clients: int, runs: int, warmup: int) -> Figures:
             config = {"configurable": {"thread_id": str(uuid.uuid4())}}
             _check(await graph.ainvoke({"trace": []}, config))
 
-        return await drive([call] * clients, runs, warmup)
+        return await drive([call] * clients, runs, warmup, CpuMeter({}))
 
 
 async def measure(args: argparse.Namespace, workdir: Path) -> tuple[dict[str, list[Figures]], str]:
@@ -145,24 +161,33 @@ async def measure(args: argparse.Namespace, workdir: Path) -> tuple[dict[str, li
         for i in range(args.repeat):
             here = workdir / str(i)
             here.mkdir()
-            with tether_serve(next(fresh), here, workers=args.workers, lease=args.lease) as base:
+            leaders: dict[str, int] = {}
+            one = tether_serve(
+                next(fresh), here, workers=args.workers, lease=args.lease, leaders=leaders
+            )
+            with one as base:
                 results["tether serve"].append(
-                    await over_http(base, args.clients, args.runs, args.warmup)
+                    await over_http(base, args.clients, args.runs, args.warmup, leaders)
                 )
+            leaders = {}
             split = tether_serve(
                 next(fresh),
                 here,
                 workers=0,
                 worker_processes=args.worker_processes,
                 lease=args.lease,
+                leaders=leaders,
             )
             with split as base:
-                results[SPLIT].append(await over_http(base, args.clients, args.runs, args.warmup))
+                results[SPLIT].append(
+                    await over_http(base, args.clients, args.runs, args.warmup, leaders)
+                )
             if not skipped:
+                leaders = {}
                 try:
-                    with langgraph_dev(here) as base:
+                    with langgraph_dev(here, leaders) as base:
                         results["langgraph dev"].append(
-                            await over_http(base, args.clients, args.runs, args.warmup)
+                            await over_http(base, args.clients, args.runs, args.warmup, leaders)
                         )
                 except Unavailable as exc:
                     skipped = str(exc)
@@ -193,10 +218,29 @@ def report(results: dict[str, list[Figures]], skipped: str) -> None:
             0, f"tether / langgraph dev {ours / best['langgraph dev'].rate:.1f}x (goal >= 4)"
         )
     print("; ".join(ratios))
+    _report_cpu(best)
     print("every run, runs/s:")
     for name, runs in results.items():
         with contextlib.suppress(ValueError):
             print(f"  {name}: " + ", ".join(f"{f.rate:.1f}" for f in runs))
+
+
+def _report_cpu(best: dict[str, Figures]) -> None:
+    """CPU milliseconds per run of each peer's best measurement, by process."""
+    if not any(f.cpu for f in best.values()):
+        print("CPU per run: not readable on this system (/proc)")
+        return
+    print("CPU per run (ms), by process, of the runs above:")
+    for name, figures in best.items():
+        parts = ", ".join(f"{proc} {ms:.1f}" for proc, ms in figures.cpu.items())
+        print(f"  {name}: total {sum(figures.cpu.values()):.1f} = {parts}")
+    peer = best["in-process"].cpu
+    if peer:
+        totals = [sum(best[name].cpu.values()) for name in ("tether serve", SPLIT)]
+        print(
+            f"tether CPU per run / in-process: {min(totals) / sum(peer.values()):.2f}x "
+            "(the cheaper tether setup; lower is better)"
+        )
 
 
 def main() -> None:
