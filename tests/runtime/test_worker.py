@@ -209,3 +209,36 @@ async def test_a_decision_enqueues_the_resume_and_a_worker_finishes_the_run(
     assert (await thread_values(runtime_url, "t-5"))["trace"][-1] == "after"
     kinds = [e.kind for e in await runtime.events(run.run_id)]
     assert "approval.decided" in kinds
+
+
+async def test_a_run_from_a_checkpoint_its_thread_lacks_is_refused_before_it_exists(
+    runtime: Runtime, workers: Workers, runtime_url: str
+) -> None:
+    from tether.runtime import CheckpointNotFoundError, InvalidRunRequestError
+
+    workers.start(1)
+    run = await runtime.create("three_node", thread_id="t-fork", input={"trace": []})
+    assert (await runtime.wait(run.run_id, timeout=60)).status == "success"
+    async with open_checkpointer(runtime_url) as saver:
+        ids = [
+            c.checkpoint["id"] async for c in saver.alist({"configurable": {"thread_id": "t-fork"}})
+        ]
+    missing = ids[0][:-4] + ("0000" if not ids[0].endswith("0000") else "1111")
+    with pytest.raises(
+        CheckpointNotFoundError, match=f"thread 't-fork' has no checkpoint '{missing}'"
+    ):
+        await runtime.create(
+            "three_node", thread_id="t-fork", input={"trace": []}, checkpoint_id=missing
+        )
+    with pytest.raises(InvalidRunRequestError, match="needs a thread_id"):
+        await runtime.create("three_node", input={"trace": []}, checkpoint_id=ids[-1])
+    # the checkpoint exists, but on another thread: still not this thread's
+    other = await runtime.create("three_node", thread_id="t-other", input={"trace": []})
+    assert (await runtime.wait(other.run_id, timeout=60)).status == "success"
+    with pytest.raises(CheckpointNotFoundError, match="thread 't-other' has no checkpoint"):
+        await runtime.create("three_node", thread_id="t-other", input=None, checkpoint_id=ids[-1])
+    assert [r.run_id for r in await runtime.list(thread_id="t-fork")] == [run.run_id]
+    assert len(await runtime.list(thread_id="t-other")) == 1
+    # an id it has forks, as before
+    fork = await runtime.create("three_node", thread_id="t-fork", input=None, checkpoint_id=ids[-2])
+    assert (await runtime.wait(fork.run_id, timeout=60)).status == "success"

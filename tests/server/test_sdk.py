@@ -541,6 +541,54 @@ async def test_a_run_from_an_earlier_checkpoint_forks_the_thread(client: LangGra
     assert newest["parent_checkpoint"]["checkpoint_id"] != history[0]["checkpoint"]["checkpoint_id"]
 
 
+async def test_a_checkpoint_the_thread_lacks_is_404_and_nothing_runs_or_changes(
+    client: LangGraphClient, server: str
+) -> None:
+    tid = (await client.threads.create())["thread_id"]
+    await client.runs.wait(tid, "echo", input={"text": "one"})
+    before = await client.threads.get_history(tid, limit=50)
+    real = before[-1]["checkpoint"]["checkpoint_id"]
+    missing = real[:-4] + ("0000" if not real.endswith("0000") else "1111")
+    named = f"thread '{tid}' has no checkpoint '{missing}'"
+    with pytest.raises(NotFoundError, match=named):
+        await client.threads.get_state(tid, checkpoint_id=missing)
+    with pytest.raises(NotFoundError, match=named):
+        await client.threads.get_state(tid, checkpoint={"checkpoint_id": missing})
+    # LangGraph alone would write a new state from nothing: the thread's would be replaced
+    with pytest.raises(NotFoundError, match=named):
+        await client.threads.update_state(tid, {"text": "zz"}, checkpoint_id=missing)
+    # ... and run from nothing, as if the thread were new
+    with pytest.raises(httpx.HTTPStatusError) as raised:
+        await client.runs.wait(tid, "echo", input={"text": "two"}, checkpoint_id=missing)
+    assert raised.value.response.status_code == 404
+    assert named in raised.value.response.text
+    with pytest.raises(NotFoundError, match=named):
+        await client.runs.create(tid, "echo", input={"text": "two"}, checkpoint_id=missing)
+    with pytest.raises(UnprocessableEntityError, match="needs a thread_id"):
+        await client.runs.create(None, "echo", input={"text": "two"}, checkpoint_id=real)
+    async with httpx.AsyncClient(base_url=server) as raw:
+        bad = await raw.post(
+            f"/threads/{tid}/state/checkpoint", json={"checkpoint": {"checkpoint_id": 7}}
+        )
+        assert bad.status_code == 422, bad.text
+        assert "checkpoint_id must be a string" in bad.text
+        nul = await raw.post(
+            f"/threads/{tid}/runs",
+            json={"assistant_id": "echo", "checkpoint": {"checkpoint_id": "a\x00b"}},
+        )
+        assert nul.status_code == 422, nul.text
+        assert "checkpoint_id" in nul.text
+    assert len(await client.runs.list(tid)) == 1
+    assert await client.threads.get_history(tid, limit=50) == before
+    assert (await client.threads.get_state(tid))["values"] == {
+        "text": "one",
+        "trace": ["a", "b", "c"],
+    }
+    assert (await client.threads.get_state(tid, checkpoint_id=real))["checkpoint"][
+        "checkpoint_id"
+    ] == real
+
+
 async def test_stream_version_2_parts(client: LangGraphClient) -> None:
     thread = await client.threads.create()
     parts = await _parts(

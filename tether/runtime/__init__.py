@@ -25,6 +25,7 @@ from tether.runtime.api import Runtime
 from tether.runtime.errors import (
     AlreadyExistsError,
     AssistantNotFoundError,
+    CheckpointNotFoundError,
     CronNotFoundError,
     FenceLostError,
     InvalidRunRequestError,
@@ -48,6 +49,7 @@ from tether.runtime.worker_role import WorkerGrant, grant_worker_role
 __all__ = [
     "AlreadyExistsError",
     "AssistantNotFoundError",
+    "CheckpointNotFoundError",
     "Cron",
     "CronNotFoundError",
     "FenceLostError",

@@ -26,10 +26,11 @@ from typing import Any, Literal
 
 from langgraph.checkpoint.base import BaseCheckpointSaver
 
+from tether._text import text_problem
 from tether.approvals import DecisionResult
 from tether.checkpointing import open_checkpointer
 from tether.runtime.crons import CronMethods
-from tether.runtime.errors import InvalidRunRequestError
+from tether.runtime.errors import CheckpointNotFoundError, InvalidRunRequestError
 from tether.runtime.ids import check_id
 from tether.runtime.models import (
     ACTIVE,
@@ -235,9 +236,51 @@ class Runtime(CronMethods):
             run_id=run_id,
             webhook=webhook,
         )
+        if checkpoint_id is not None:
+            await self._check_fork(thread_id, checkpoint_id)
         created = await self.store.create_run(request, tenant=self.tenant)
         await self._after_create(created)
         return created.run
+
+    async def _check_fork(self, thread_id: str | None, checkpoint_id: str) -> None:
+        """Refuse a run from a checkpoint its thread does not have, before anything is
+        created: LangGraph would start such a run from an empty state, as a new thread."""
+        if thread_id is None:
+            raise InvalidRunRequestError(
+                f"checkpoint_id {checkpoint_id!r} needs a thread_id: a stateless run starts "
+                "on a new thread, which has no checkpoints"
+            )
+        await self.get_thread(thread_id)  # a missing or foreign thread: no thread, as ever
+        await self.require_checkpoint(thread_id, checkpoint_id)
+
+    async def require_checkpoint(
+        self, thread_id: str, checkpoint_id: str, checkpoint_ns: str = ""
+    ) -> None:
+        """Raise :class:`CheckpointNotFoundError` unless ``thread_id`` has the checkpoint.
+
+        The caller has checked that the thread is this tenant's (the checkpointer
+        does not know tenants).
+
+        Raises:
+            InvalidRunRequestError: the id or namespace is not text a store can hold.
+        """
+        check_id(checkpoint_id, "checkpoint_id")
+        if not isinstance(checkpoint_ns, str) or text_problem(checkpoint_ns) is not None:
+            raise InvalidRunRequestError(
+                f"checkpoint_ns must be text without NUL characters, got {checkpoint_ns!r}"
+            )
+        config = {
+            "configurable": {
+                "thread_id": thread_id,
+                "checkpoint_ns": checkpoint_ns,
+                "checkpoint_id": checkpoint_id,
+            }
+        }
+        if await (await self.checkpointer()).aget_tuple(config) is None:  # type: ignore[arg-type]
+            where = f" in namespace {checkpoint_ns!r}" if checkpoint_ns else ""
+            raise CheckpointNotFoundError(
+                f"thread {thread_id!r} has no checkpoint {checkpoint_id!r}{where}"
+            )
 
     async def _after_create(self, created: Created) -> None:
         """Delete the checkpoints of runs a multitask ``rollback`` cancelled."""

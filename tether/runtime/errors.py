@@ -11,6 +11,7 @@ from tether.errors import ConfigurationError, TetherError
 __all__ = [
     "AlreadyExistsError",
     "AssistantNotFoundError",
+    "CheckpointNotFoundError",
     "CronNotFoundError",
     "FenceLostError",
     "InvalidRunRequestError",
@@ -40,6 +41,10 @@ class ThreadNotFoundError(NotFoundError):
 
 class AssistantNotFoundError(NotFoundError):
     """No assistant (or graph) with this id for this tenant."""
+
+
+class CheckpointNotFoundError(NotFoundError):
+    """The thread has no checkpoint with this id (to run from, read or update at)."""
 
 
 class CronNotFoundError(NotFoundError):

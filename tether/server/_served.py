@@ -88,6 +88,21 @@ class Served:
                 configurable[key] = value
         return cast(RunnableConfig, {"configurable": configurable})
 
+    async def require_checkpoint(
+        self, thread_id: str, checkpoint: Mapping[str, Any] | None
+    ) -> None:
+        """404 unless the thread has the checkpoint ``checkpoint`` names (none named: fine).
+
+        LangGraph reads a checkpoint it does not have as an empty state, and
+        updates or runs from it as if the thread were new: a mistyped id would
+        answer "empty" or replace the thread's state. The thread was checked
+        to be the caller's first.
+        """
+        configurable = self.config(thread_id, checkpoint)["configurable"]
+        wanted = configurable.get("checkpoint_id")
+        if wanted is not None:
+            await self.runtime.require_checkpoint(thread_id, wanted, configurable["checkpoint_ns"])
+
     async def state(
         self,
         thread_id: str,
@@ -97,6 +112,7 @@ class Served:
     ) -> dict[str, Any]:
         """LangGraph's ``ThreadState`` of the thread (at ``checkpoint``, if given)."""
         thread = await self.runtime.get_thread(thread_id)
+        await self.require_checkpoint(thread_id, checkpoint)
         graph_id = await self.thread_graph(thread)
         if graph_id is None or graph_id not in self.project.graph_ids:
             return empty_state(thread_id)

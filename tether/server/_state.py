@@ -83,6 +83,7 @@ async def update_state(
     graph_id = await _graph_of(srv, thread)
     await _check_free(srv, thread_id)
     await _check_no_approval(srv, thread_id)
+    await srv.require_checkpoint(thread_id, checkpoint)
     config = srv.config(thread_id, checkpoint)
     config["configurable"]["tenant_id"] = srv.runtime.tenant
     config["metadata"] = {"graph_id": graph_id}  # how a later read finds the graph
