@@ -21,7 +21,7 @@ their statements are unchanged.
 
 from __future__ import annotations
 
-from tether.runtime.store.postgres_worker import lease_claim_body
+from tether.runtime.store.postgres_claims import lease_claim_body
 
 __all__ = ["LEASE_FUNCTIONS", "LEASE_TABLE", "SCOPE_PARTS"]
 
