@@ -10,6 +10,8 @@ from pathlib import Path
 
 import pytest
 
+from tests.extras import DATABASES, SERVER, run_without
+
 ROOT = Path(__file__).resolve().parents[2]
 pytestmark = pytest.mark.slow
 
@@ -59,66 +61,17 @@ def test_demo_starts_fresh_each_run(tmp_path: Path) -> None:
     assert "refunds issued: 1; emails sent: 1" in again.stdout
 
 
-# The modules only the optional extras (postgres, redis, server) install. The
-# README's first command installs tether without extras: `tether demo` must not
-# need them, nor may any command merely starting up (each CLI module is imported
-# to build the parser).
-EXTRAS_ONLY = (
-    "psycopg",
-    "psycopg_pool",
-    "redis",
-    "redisvl",
-    "langgraph.checkpoint.postgres",
-    "langgraph.checkpoint.redis",
-    "fastapi",
-    "starlette",
-    "uvicorn",
-)
-
-_BLOCKER = f"""
-import importlib.abc
-import sys
-
-BLOCKED = {EXTRAS_ONLY!r}
-
-
-class _WithoutExtras(importlib.abc.MetaPathFinder):
-    def find_spec(self, name, path=None, target=None):
-        if any(name == b or name.startswith(b + ".") for b in BLOCKED):
-            raise ModuleNotFoundError(f"No module named {{name!r}}", name=name)
-        return None
-
-
-sys.meta_path.insert(0, _WithoutExtras())
-"""
-
-
-def _core_only(tmp_path: Path, *args: str) -> subprocess.CompletedProcess[str]:
-    """``python ARGS`` in a process (and its children) where the extras' modules are
-    missing, as after ``pip install tether`` without extras."""
-    site = tmp_path / "core-only"
-    site.mkdir(exist_ok=True)
-    (site / "sitecustomize.py").write_text(_BLOCKER)
-    env = {k: v for k, v in os.environ.items() if not k.startswith("TETHER_")}
-    env["PYTHONPATH"] = os.pathsep.join((str(site), str(ROOT)))
-    work = tmp_path / "work"
-    work.mkdir(exist_ok=True)
-    return subprocess.run(
-        [sys.executable, *args],
-        cwd=work, env=env, capture_output=True, text=True, timeout=120, check=False,
-    )  # fmt: skip
-
-
 def test_demo_needs_no_optional_extra(tmp_path: Path) -> None:
     """It did: the CLI imported PostgreSQL's driver at start-up, and the README's first
     command failed with ModuleNotFoundError: psycopg."""
-    probe = _core_only(tmp_path, "-c", "import psycopg")
-    assert "No module named 'psycopg'" in probe.stderr  # the blocker works
-    done = _core_only(tmp_path, "-m", "tether", "demo")
+    blocked = (*DATABASES, *SERVER)
+    probe = run_without(blocked, tmp_path, "-c", "import psycopg")
+    assert "No module named 'psycopg'" in probe.stderr  # the modules are missing there
+    done = run_without(blocked, tmp_path, "-m", "tether", "demo")
     assert done.returncode == 0, done.stdout + done.stderr
     assert "refunds issued: 1; emails sent: 1" in done.stdout
     assert done.stdout.rstrip().endswith("done.")
-    serve = _core_only(tmp_path, "-m", "tether", "serve", "--no-auth")
+    serve = run_without(blocked, tmp_path, "-m", "tether", "serve", "--no-auth")
     assert serve.returncode == 2
-    assert "tether serve needs the server extra" in serve.stderr
+    assert "tether serve needs the server extra (uvicorn is missing)" in serve.stderr
     assert "Traceback" not in serve.stderr

@@ -72,3 +72,20 @@ def test_a_body_over_the_limit_is_a_413_and_nothing_is_stored(tmp_path: Path) ->
             assert http.post("/threads/search", json={"limit": 100}).json() == []
             small = http.post("/threads", json={"metadata": {"blob": "x" * 1000}})
             assert small.status_code == 200, small.text
+
+
+async def test_serve_on_sqlite_needs_only_the_server_extra(tmp_path: Path) -> None:
+    """It did not: the API keys module imported PostgreSQL's driver, so `tether serve`
+    on the embedded SQLite store said the server extra was missing (``None is missing``)."""
+    from langgraph_sdk import get_client
+
+    from tests.extras import DATABASES, env_without, run_without
+
+    env = env_without(DATABASES, tmp_path)
+    probe = run_without(DATABASES, tmp_path, "-c", "import psycopg")
+    assert "No module named 'psycopg'" in probe.stderr  # the drivers are missing there
+    url = f"sqlite:///{tmp_path / 'runs.db'}"
+    with serving(url, tmp_path, env=env) as process:
+        client = get_client(url=process.base)
+        out = await client.runs.wait(None, "echo", input={"text": "core"})
+        assert out["text"] == "core"

@@ -9,6 +9,8 @@ import os
 import sys
 from typing import Any
 
+from tether.errors import MissingDependencyError
+
 __all__ = ["register"]
 
 DEFAULT_STORE = ".tether/serve.db"
@@ -80,10 +82,13 @@ def _serve(args: argparse.Namespace) -> int:
         import uvicorn
 
         from tether.server import create_app
+    except MissingDependencyError as exc:  # it names its own extra
+        print(f"tether: error: tether serve: {exc}", file=sys.stderr)
+        return 2
     except ImportError as exc:
         print(
-            f"tether: error: tether serve needs the server extra ({exc.name} is missing): "
-            "pip install 'tether[server]'",
+            f"tether: error: tether serve needs the server extra ({exc.name or exc} is "
+            "missing): pip install 'tether[server]'",
             file=sys.stderr,
         )
         return 2

@@ -26,7 +26,7 @@ from typing import Any
 import orjson
 
 from tether._pg_setup import lock_for_setup
-from tether.checkpointing import abort_idle_transactions, parse_url, redact
+from tether.checkpointing import parse_url, redact
 from tether.errors import ConfigurationError
 from tether.runtime import InvalidRunRequestError, ids
 
@@ -229,6 +229,8 @@ async def open_key_store(url: str) -> AsyncIterator[KeyStore]:
             "sqlite:///path"
         )
     from psycopg_pool import AsyncConnectionPool
+
+    from tether.checkpointing import abort_idle_transactions
 
     pool: AsyncConnectionPool[Any] = AsyncConnectionPool(
         url,
