@@ -10,8 +10,12 @@ import json
 import os
 import subprocess
 import sys
+from pathlib import Path
 
-from tests.runtime.workers import Workers
+import pytest
+
+from tests.extras import DATABASES, run_without
+from tests.runtime.workers import PROJECT, Workers
 from tether.runtime import Runtime
 
 ENV_WITHOUT_URL = {k: v for k, v in os.environ.items() if k != "TETHER_URL"}
@@ -134,3 +138,20 @@ def test_bad_command_lines_are_refused_with_what_is_wrong(
     unknown = tether("runs", "create", "no_such_graph", url=runtime_url)
     assert unknown.returncode == 1
     assert "no assistant 'no_such_graph'" in unknown.stderr
+
+
+@pytest.mark.parametrize(
+    "command",
+    [("worker", "--config", str(PROJECT)), ("runs", "list"), ("crons", "list")],
+)
+def test_a_postgres_url_without_the_postgres_extra_names_the_extra(
+    tmp_path: Path, command: tuple[str, ...]
+) -> None:
+    url = "postgresql://app@127.0.0.1:1/app"
+    done = run_without(DATABASES, tmp_path, "-m", "tether", *command, "--url", url)
+    assert done.returncode == 1, done.stderr
+    assert (
+        "tether: error: a PostgreSQL run store needs the 'postgres' extra, which is not "
+        "installed: pip install 'tether[postgres]'"
+    ) in done.stderr
+    assert "Traceback" not in done.stderr

@@ -15,7 +15,7 @@ from contextlib import asynccontextmanager
 from urllib.parse import urlsplit
 
 from tether.checkpointing import KeyRing, key_ring_for, parse_url, redact
-from tether.errors import ConfigurationError
+from tether.errors import ConfigurationError, MissingDependencyError
 from tether.runtime.store.base import (
     KEEP,
     Claim,
@@ -78,6 +78,7 @@ async def open_run_store(
         ConfigurationError: the scheme is neither of the two supported ones, or
             the URL lacks what its backend needs (host, file path).
         BackendUnavailableError: PostgreSQL cannot be reached.
+        MissingDependencyError: a PostgreSQL URL without the ``postgres`` extra.
     """
     scheme = urlsplit(url).scheme.lower() if isinstance(url, str) else ""
     if scheme not in ("postgresql", "postgres", "sqlite"):
@@ -89,7 +90,12 @@ async def open_run_store(
     keys = key_ring_for(encryption)
     store: RunStore
     if parsed.backend == "postgres":
-        from tether.runtime.store.postgres import PostgresRunStore
+        try:
+            from tether.runtime.store.postgres import PostgresRunStore
+        except ModuleNotFoundError as exc:
+            if exc.name not in ("psycopg", "psycopg_pool"):
+                raise
+            raise MissingDependencyError("a PostgreSQL run store", "postgres") from exc
 
         store = await PostgresRunStore.open(
             url, min_size=min_size, max_size=max_size, connect_timeout=connect_timeout
