@@ -589,6 +589,37 @@ async def test_a_checkpoint_the_thread_lacks_is_404_and_nothing_runs_or_changes(
     ] == real
 
 
+@pytest.mark.parametrize(
+    ("checkpoint", "named"),
+    [
+        ({"checkpoint_ns": 5}, "checkpoint.checkpoint_ns must be a string, got int"),
+        ({"checkpoint_ns": ["a"]}, "checkpoint.checkpoint_ns must be a string, got list"),
+        ({"checkpoint_id": {"a": 1}}, "checkpoint.checkpoint_id must be a string, got dict"),
+        ({"checkpoint_map": {"": 1}}, "checkpoint.checkpoint_map must be an object of strings"),
+        ({"checkpoint_map": "x"}, "checkpoint.checkpoint_map must be an object of strings"),
+    ],
+)
+async def test_a_checkpoint_address_that_is_not_text_is_a_422_everywhere(
+    client: LangGraphClient, server: str, checkpoint: dict[str, Any], named: str
+) -> None:
+    """They were 500s: LangGraph split the namespace as a string."""
+    tid = (await client.threads.create())["thread_id"]
+    await client.runs.wait(tid, "echo", input={"text": "one"})
+    before = await client.threads.get_history(tid, limit=50)
+    async with httpx.AsyncClient(base_url=server) as raw:
+        for path, extra in [
+            ("state/checkpoint", {}),
+            ("history", {"limit": 5}),
+            ("state", {"values": {"text": "changed"}}),
+        ]:
+            answer = await raw.post(
+                f"/threads/{tid}/{path}", json={**extra, "checkpoint": checkpoint}
+            )
+            assert answer.status_code == 422, (path, answer.text)
+            assert named in answer.text, (path, answer.text)
+    assert await client.threads.get_history(tid, limit=50) == before
+
+
 async def test_stream_version_2_parts(client: LangGraphClient) -> None:
     thread = await client.threads.create()
     parts = await _parts(

@@ -81,11 +81,16 @@ class Served:
         return graph_id if isinstance(graph_id, str) else None
 
     def config(self, thread_id: str, checkpoint: Mapping[str, Any] | None) -> RunnableConfig:
-        """The config addressing the thread's checkpoint (its newest without one)."""
+        """The config addressing the thread's checkpoint (its newest without one).
+
+        Raises:
+            ApiError: 422 when ``checkpoint`` holds an id or namespace that is not a
+                string, or a ``checkpoint_map`` that is not an object of strings.
+        """
         configurable: dict[str, Any] = {"thread_id": thread_id, "checkpoint_ns": ""}
         for key, value in (checkpoint or {}).items():
             if key in ("checkpoint_id", "checkpoint_ns", "checkpoint_map") and value is not None:
-                configurable[key] = value
+                configurable[key] = _checked_address(key, value)
         return cast(RunnableConfig, {"configurable": configurable})
 
     async def require_checkpoint(
@@ -243,6 +248,19 @@ class Served:
         if thread.status == "interrupted" and thread.interrupts:
             return {"__interrupt__": [i for items in thread.interrupts.values() for i in items]}
         return thread.values if thread.values is not None else {}
+
+
+def _checked_address(key: str, value: Any) -> Any:
+    """A ``checkpoint`` field as LangGraph takes it, or a 422 naming the field."""
+    if key == "checkpoint_map":
+        if isinstance(value, dict) and all(
+            isinstance(k, str) and isinstance(v, str) for k, v in value.items()
+        ):
+            return value
+        raise ApiError(422, "checkpoint.checkpoint_map must be an object of strings")
+    if not isinstance(value, str):
+        raise ApiError(422, f"checkpoint.{key} must be a string, got {type(value).__name__}")
+    return value
 
 
 def served(request: Request) -> Served:
