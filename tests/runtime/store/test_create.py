@@ -74,6 +74,17 @@ INVALID: list[tuple[dict[str, Any], str]] = [
         "config.configurable key '__tether_budget' is reserved",
     ),
     ({"kwargs": {"config": {"configurable": ["x"]}}}, "config.configurable must be a mapping"),
+    # a metadata that was not an object stopped the worker before the graph: the run stayed running
+    ({"kwargs": {"config": {"metadata": 5}}}, "config.metadata must be a mapping"),
+    ({"kwargs": {"config": {"metadata": [["a", 1]]}}}, "config.metadata must be a mapping"),
+    ({"kwargs": {"config": {"tags": "abc"}}}, "config.tags must be a list of strings"),
+    ({"kwargs": {"config": {"tags": [1]}}}, "config.tags must be a list of strings"),
+    ({"kwargs": {"config": {"recursion_limit": "x"}}}, "config.recursion_limit must be a whole"),
+    ({"kwargs": {"config": {"recursion_limit": 0}}}, "config.recursion_limit must be a whole"),
+    ({"kwargs": {"config": {"recursion_limit": True}}}, "config.recursion_limit must be a whole"),
+    ({"kwargs": {"config": {"max_concurrency": 1.5}}}, "config.max_concurrency must be a whole"),
+    ({"kwargs": {"config": {"run_name": 5}}}, "config.run_name must be a string"),
+    ({"kwargs": {"config": {"callbacks": [1]}}}, "config.callbacks cannot be sent with a run"),
 ]
 
 

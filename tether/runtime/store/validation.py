@@ -123,6 +123,37 @@ def _check_configurable(kwargs: Mapping[str, Any]) -> None:
             f"config.configurable key {reserved[0]!r} is reserved: keys starting with '__' "
             "are set by LangGraph and tether, not by a run's caller"
         )
+    _check_config_fields(config)
+
+
+def _check_config_fields(config: Mapping[str, Any]) -> None:
+    """The ``RunnableConfig`` fields a worker merges or hands to LangGraph, in their types.
+
+    A ``metadata`` that was not an object stopped the worker's execution before the
+    graph started, and the run stayed ``running``; the others failed the run.
+    """
+    check_mapping(config.get("metadata"), "config.metadata")
+    tags = config.get("tags")
+    if tags is not None and (
+        not isinstance(tags, list | tuple) or not all(isinstance(t, str) for t in tags)
+    ):
+        raise InvalidRunRequestError("config.tags must be a list of strings")
+    for name in ("recursion_limit", "max_concurrency"):
+        value = config.get(name)
+        if value is None and name == "max_concurrency":
+            continue
+        if value is not None and (
+            not isinstance(value, int) or isinstance(value, bool) or value < 1
+        ):
+            raise InvalidRunRequestError(f"config.{name} must be a whole number >= 1")
+    run_name = config.get("run_name")
+    if run_name is not None and not isinstance(run_name, str):
+        raise InvalidRunRequestError("config.run_name must be a string")
+    if config.get("callbacks") is not None:
+        raise InvalidRunRequestError(
+            "config.callbacks cannot be sent with a run (callbacks are objects of the "
+            "process that runs the graph); leave it out"
+        )
 
 
 def _check_run_options(kwargs: Mapping[str, Any]) -> None:
