@@ -117,14 +117,15 @@ class Served:
     ) -> dict[str, Any]:
         """LangGraph's ``ThreadState`` of the thread (at ``checkpoint``, if given)."""
         thread = await self.runtime.get_thread(thread_id)
-        await self.require_checkpoint(thread_id, checkpoint)
         graph_id = await self.thread_graph(thread)
         if graph_id is None or graph_id not in self.project.graph_ids:
+            await self.require_checkpoint(thread_id, checkpoint)
             return empty_state(thread_id)
         config = self.config(thread_id, checkpoint)
         saver = await self.runtime.checkpointer()
         async with self.project.graph(graph_id, config, saver) as graph:
             if await saver.aget_tuple(config) is None:
+                await self.require_checkpoint(thread_id, checkpoint)  # 404 if one was named
                 return empty_state(thread_id)
             snapshot = await graph.aget_state(config, subgraphs=subgraphs)
         return state_json(snapshot)

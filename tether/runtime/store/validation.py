@@ -140,8 +140,6 @@ def _check_config_fields(config: Mapping[str, Any]) -> None:
         raise InvalidRunRequestError("config.tags must be a list of strings")
     for name in ("recursion_limit", "max_concurrency"):
         value = config.get(name)
-        if value is None and name == "max_concurrency":
-            continue
         if value is not None and (
             not isinstance(value, int) or isinstance(value, bool) or value < 1
         ):
