@@ -242,3 +242,32 @@ async def test_a_run_from_a_checkpoint_its_thread_lacks_is_refused_before_it_exi
     # an id it has forks, as before
     fork = await runtime.create("three_node", thread_id="t-fork", input=None, checkpoint_id=ids[-2])
     assert (await runtime.wait(fork.run_id, timeout=60)).status == "success"
+
+
+async def test_a_stored_run_whose_config_is_invalid_fails_and_is_not_left_running(
+    runtime: Runtime, workers: Workers, runtime_url: str
+) -> None:
+    """A row written by a version that checked less (here: edited in the database) is
+    refused by the worker as the run's error; it stopped the execution before the graph
+    started, and the run stayed ``running`` until its lease ran out, again and again."""
+    import json
+
+    run = await runtime.create("three_node", thread_id="t-old", input={"trace": []})
+    kwargs = json.dumps({**run.kwargs, "config": {"metadata": 5}})
+    if runtime_url.startswith("sqlite"):
+        with sqlite3.connect(runtime_url.removeprefix("sqlite:///")) as db:
+            db.execute("UPDATE tether_runs SET kwargs = ? WHERE run_id = ?", (kwargs, run.run_id))
+    else:
+        import psycopg
+
+        with psycopg.connect(runtime_url, autocommit=True) as db:
+            db.execute(
+                "UPDATE tether_runs SET kwargs = %s::jsonb WHERE run_id = %s", (kwargs, run.run_id)
+            )
+    workers.start(1)
+    done = await runtime.wait(run.run_id, timeout=60)
+    assert done.status == "error", done
+    assert done.attempt <= 1, done
+    assert "config.metadata must be" in str(done.error), done.error
+    after = await runtime.create("three_node", thread_id="t-old", input={"trace": []})
+    assert (await runtime.wait(after.run_id, timeout=60)).status == "success"

@@ -50,6 +50,7 @@ from tether.runtime.models import Run
 from tether.runtime.project import Project
 from tether.runtime.saver import RunSaver
 from tether.runtime.store.base import KEEP, Claim, NewEvent, Outcome, RunStore
+from tether.runtime.store.validation import check_run_config
 from tether.runtime.streaming import (
     EventMapper,
     error_event,
@@ -165,8 +166,9 @@ class Execution:
 
     async def _outcome(self, run: Run, ctx: RunContext) -> Outcome | str | None:
         kwargs = dict(run.kwargs)
-        config = self._config(run, ctx)
         try:
+            check_run_config(kwargs)
+            config = self._config(run, ctx)
             await self._check_budget_root(run, config)
             async with self.project.graph(
                 run.graph_id,

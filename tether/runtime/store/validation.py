@@ -22,7 +22,14 @@ from tether.runtime.store.base import NewRun
 from tether.runtime.store.encoding import dumps, find_nul
 from tether.runtime.webhooks import WebhookRefusedError, url_form
 
-__all__ = ["COMMAND_KEYS", "ValidRun", "check_mapping", "encode", "validate"]
+__all__ = [
+    "COMMAND_KEYS",
+    "ValidRun",
+    "check_mapping",
+    "check_run_config",
+    "encode",
+    "validate",
+]
 
 COMMAND_KEYS = frozenset({"resume", "update", "goto", "graph"})
 # LangGraph's 400 text (langgraph_api models/run.py).
@@ -108,12 +115,14 @@ def _check_stream_mode(kwargs: Mapping[str, Any]) -> None:
 DURABILITIES: tuple[Durability, ...] = get_args(Durability)
 
 
-def _check_configurable(kwargs: Mapping[str, Any]) -> None:
+def check_run_config(kwargs: Mapping[str, Any]) -> None:
     """A run's ``config.configurable`` may not set what LangGraph and tether set themselves.
 
     Keys starting with ``__`` are LangGraph's (``__pregel_checkpointer``, ...) and
     tether's (``__tether_budget``, ...): a caller setting one would replace the
-    run's checkpointer, budget or replay mode, not configure the graph.
+    run's checkpointer, budget or replay mode, not configure the graph. Checked when
+    a run is created, and again by the worker before the run starts (a row written by
+    a version that checked less).
     """
     config = check_mapping(kwargs.get("config"), "config")
     configurable = check_mapping(config.get("configurable"), "config.configurable")
@@ -157,7 +166,7 @@ def _check_config_fields(config: Mapping[str, Any]) -> None:
 def _check_run_options(kwargs: Mapping[str, Any]) -> None:
     """The LangGraph options a worker passes on: refused here, not when the run starts."""
     _check_stream_mode(kwargs)
-    _check_configurable(kwargs)
+    check_run_config(kwargs)
     durability = kwargs.get("durability")
     if durability is not None and durability not in DURABILITIES:
         raise InvalidRunRequestError(
