@@ -69,21 +69,23 @@ def _create_database(server_url: str) -> str:
 
 # Databases a test has finished with, emptied, for the next test of this process.
 _SPARE: list[str] = []
-# The checkpointer's migration record: kept, so that its setup finds its tables.
-_KEPT_TABLES = ("checkpoint_migrations",)
+# Migration records (the checkpointer's, the run store's, the LangGraph store's): kept,
+# so that a setup finds the tables they record.
+_KEPT_TABLES = "%migrations"
 
 
 @contextmanager
-def recycled_checkpoint_database(server_url: str) -> Iterator[str]:
-    """A database holding nothing but the checkpointer's empty tables, for one test.
+def recycled_database(server_url: str) -> Iterator[str]:
+    """A database with no rows but migration records, for one test.
 
     Creating a database costs 100 to 300 ms here, which made it most of the time
     of LangGraph's suite on PostgreSQL (648 tests). A database a test has finished
-    with is emptied instead (``TRUNCATE`` of every table but the migration record)
+    with is emptied instead (``TRUNCATE`` of every table but the migration records)
     and handed to this process's next test; one that cannot be emptied within 5 s
-    (a connection the test left holding a lock) is dropped. For checkpointer tests
-    only: the first test of a process gets a new database, later ones one whose
-    migrations have run. :func:`drop_recycled_databases` drops them at the end.
+    (a connection the test left holding a lock) is dropped. The first test of a
+    process gets a new database, later ones one whose migrations have run: a test
+    of migrating an empty database takes :func:`fresh_postgres_database` instead.
+    :func:`drop_recycled_databases` drops them at the end.
     """
     url = _SPARE.pop() if _SPARE else _create_database(server_url)
     try:
@@ -102,8 +104,8 @@ def _empty_or_drop(server_url: str, url: str) -> None:
                 row[0]
                 for row in conn.execute(
                     "SELECT quote_ident(tablename) FROM pg_tables WHERE schemaname = 'public'"
-                    " AND NOT tablename = ANY(%s)",
-                    (list(_KEPT_TABLES),),
+                    " AND tablename NOT LIKE %s",
+                    (_KEPT_TABLES,),
                 )
             ]
             if tables:
@@ -115,7 +117,7 @@ def _empty_or_drop(server_url: str, url: str) -> None:
 
 
 def drop_recycled_databases(server_url: str) -> None:
-    """Drop the databases :func:`recycled_checkpoint_database` kept for reuse."""
+    """Drop the databases :func:`recycled_database` kept for reuse."""
     while _SPARE:
         _drop_database(server_url, _SPARE.pop())
 
@@ -129,14 +131,20 @@ def _drop_database(server_url: str, url: str) -> None:
 
 
 @contextmanager
-def fresh_backend(name: str, servers: dict[str, str], tmp_path: Path) -> Iterator[Backend]:
-    """A private database (postgres, sqlite), key prefix (redis) or store (memory)."""
+def fresh_backend(
+    name: str, servers: dict[str, str], tmp_path: Path, *, reuse: bool = False
+) -> Iterator[Backend]:
+    """A private database (postgres, sqlite), key prefix (redis) or store (memory).
+
+    With ``reuse``, PostgreSQL's is an emptied one of an earlier test (see
+    :func:`recycled_database`) when this process has one."""
     if name == "memory":
         yield Backend(name, "memory://")
     elif name == "sqlite":
         yield Backend(name, f"sqlite:///{tmp_path / 'tether.db'}")
     elif name == "postgres":
-        with fresh_postgres_database(servers["postgres"]) as url:
+        database = recycled_database if reuse else fresh_postgres_database
+        with database(servers["postgres"]) as url:
             yield Backend(name, url)
     elif name == "redis":
         prefix = f"t{uuid.uuid4().hex[:12]}"

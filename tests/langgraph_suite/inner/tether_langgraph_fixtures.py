@@ -95,15 +95,11 @@ def _isolated(tmp_path: Path) -> Iterator[tuple[str, dict[str, Any]]]:
     with ExitStack() as stack:
         with _unpatched_uuid4():
             servers = _backends.server_urls() if _BACKEND in {"postgres", "redis"} else {}
-            if _BACKEND == "postgres":
-                # A database per test as LangGraph's fixtures have, but emptied and
-                # reused rather than created anew (see recycled_checkpoint_database).
-                url = stack.enter_context(
-                    _backends.recycled_checkpoint_database(servers["postgres"])
-                )
-                backend = _backends.Backend(_BACKEND, url)
-            else:
-                backend = stack.enter_context(_backends.fresh_backend(_BACKEND, servers, tmp_path))
+            # On PostgreSQL a database per test, as LangGraph's fixtures have, but
+            # emptied and reused rather than created anew (see recycled_database).
+            backend = stack.enter_context(
+                _backends.fresh_backend(_BACKEND, servers, tmp_path, reuse=True)
+            )
         yield backend.url, {**backend.options, "encryption": _RING or False}
 
 
