@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-# Slowest first (measured on two cores): PostgreSQL creates a database per test.
+# Slowest first (measured on two cores, beside the rest of the suite).
 _BY_COST = ("postgres+enc", "postgres", "redis+enc", "redis", "sqlite+enc", "sqlite")
 
 

@@ -38,7 +38,7 @@ __all__ = [
 # LangGraph's own InMemorySaver (tether adds pruning and run deletion, which the
 # conformance suite covers), so it is left to `scripts/test-langgraph-full`,
 # which also adds encryption on the others; PostgreSQL's is the slowest variant
-# of all (a database per test). See docs/checkpointing.md.
+# of all. See docs/checkpointing.md.
 MAIN = ("sqlite", "sqlite+enc", "postgres", "redis")
 FULL = ("memory", *MAIN, "postgres+enc", "memory+enc", "redis+enc")
 
