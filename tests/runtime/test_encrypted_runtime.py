@@ -21,6 +21,7 @@ from tether.runtime.project import Project
 
 SECRET_INPUT = "passport X1234567"
 SECRET_ANSWER = "my address is 1 Main St"
+SECRET_USER = "dana@example.com"  # who the run is for: in its configurable values
 SPEC = KeyRing.generate_spec("k1")
 
 
@@ -37,7 +38,12 @@ async def test_nothing_a_user_typed_is_stored_in_clear(
 ) -> None:
     rt = sealed_runtime
     workers.start(1, extra_env={ENV_KEYS: SPEC})
-    run = await rt.create("pause", thread_id="t-sealed", input={"trace": [SECRET_INPUT]})
+    run = await rt.create(
+        "pause",
+        thread_id="t-sealed",
+        input={"trace": [SECRET_INPUT]},
+        config={"configurable": {"user_email": SECRET_USER}},
+    )
     assert (await rt.wait(run.run_id, timeout=60)).status == "interrupted"
     await rt.resume(run.run_id, {"resume": SECRET_ANSWER})
     waiting = await rt.wait(run.run_id, timeout=60)
@@ -63,3 +69,5 @@ async def test_nothing_a_user_typed_is_stored_in_clear(
     assert "enc1:" in stored
     assert SECRET_INPUT not in stored
     assert SECRET_ANSWER not in stored
+    assert SECRET_USER not in stored
+    assert (await rt.get(run.run_id)).kwargs["config"]["configurable"]["user_email"] == SECRET_USER

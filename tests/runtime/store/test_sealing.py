@@ -36,14 +36,18 @@ KEYS = KeyRing.from_spec(SPEC)
 
 def _everything(url: str) -> str:
     """Every private column of the store, as one text."""
-    found = rows(url, "SELECT input, error FROM tether_runs")
+    found = rows(url, "SELECT input, error, kwargs FROM tether_runs")
     found += rows(url, "SELECT state_values, error, interrupts FROM tether_threads")
     found += rows(url, "SELECT data FROM tether_run_events")
     return repr(found)
 
 
+# A run's options carry who it is for: its context and configurable values.
+OPTIONS = {"context": {"email": SECRET}, "config": {"configurable": {"user": SECRET}}}
+
+
 async def _run_with_secrets(store: RunStore) -> str:
-    run = await create(store, input={"message": SECRET})
+    run = await create(store, input={"message": SECRET}, kwargs=OPTIONS)
     claim = await claim_one(store)
     await store.append_events(claim.hold, [NewEvent("values", {"messages": [SECRET]})])
     interrupts = {"task": [{"id": "i1", "value": {"question": SECRET}}]}
@@ -71,6 +75,8 @@ async def test_private_values_are_sealed_and_read_back(store_url: str) -> None:
         assert "enc1:" in _everything(store_url)
         run = await store.get_run(run_id)
         assert run.input == {"resume": SECRET}
+        assert run.kwargs["context"] == {"email": SECRET}
+        assert run.kwargs["config"]["configurable"] == {"user": SECRET}
         thread = await store.get_thread("t1")
         assert thread.values == {"messages": [SECRET]}
         assert thread.interrupts["task"][0]["value"] == {"question": SECRET}
@@ -142,6 +148,7 @@ async def test_rotation_reseals_every_value_and_the_old_key_can_go(store_url: st
     assert _everything(store_url) != before
     async with open_run_store(store_url, encryption=KeyRing.from_spec(new_key)) as store:
         assert (await store.get_run(run_id)).input == {"resume": SECRET}
+        assert (await store.get_run(run_id)).kwargs["context"] == {"email": SECRET}
         thread = await store.get_thread("t1")
         assert thread.interrupts["task"][0]["value"] == {"question": SECRET}
         assert thread.values == {"messages": [SECRET]}
@@ -191,3 +198,36 @@ async def test_recorded_and_copied_thread_state_is_sealed_for_its_thread(
         assert (copy.values, copy.interrupts) == ({"m": SECRET}, interrupts)
         found = await store.get_thread("dst")
         assert (found.values, found.interrupts) == ({"m": SECRET}, interrupts)
+
+
+async def test_run_options_are_bound_to_their_run_and_earlier_clear_ones_still_read(
+    store_url: str,
+) -> None:
+    """Options sealed for one run fail authentication on another; options a version that
+    did not seal them wrote in clear are read as they are, with the key set."""
+    async with open_run_store(store_url, encryption=KEYS) as store:
+        await store.setup()
+        await add_graph(store, GRAPH)
+        first = await create(store, thread_id="a", kwargs=OPTIONS)
+        second = await create(store, thread_id="b", kwargs={"context": {"email": "other"}})
+        third = await create(store, thread_id="c")
+    execute(
+        store_url,
+        f"UPDATE tether_runs SET kwargs = (SELECT kwargs FROM tether_runs "
+        f"WHERE run_id = '{first.run_id}') WHERE run_id = '{second.run_id}'",
+    )
+    execute(
+        store_url,
+        f"""UPDATE tether_runs SET kwargs = '{{"context": {{"email": "older"}}}}' """
+        f"WHERE run_id = '{third.run_id}'",
+    )
+    async with open_run_store(store_url, encryption=KEYS) as store:
+        with pytest.raises(TamperedCiphertextError):
+            await store.get_run(second.run_id)
+        assert (await store.get_run(third.run_id)).kwargs == {"context": {"email": "older"}}
+        assert (await store.get_run(first.run_id)).kwargs["context"] == {"email": SECRET}
+        counts = await store.reseal()
+        assert counts.plaintext >= 1  # the clear options, counted
+    async with open_run_store(store_url, encryption=False) as plain:
+        with pytest.raises(MissingKeyError, match="no encryption key is configured"):
+            await plain.get_run(first.run_id)

@@ -142,7 +142,7 @@ def run_params(
         "assistant": assistant.assistant_id,
         "graph": assistant.graph_id,
         "strategy": v.strategy,
-        "kwargs": v.kwargs_json,
+        "kwargs": sealer.seal_json_column(v.kwargs_json, "tether.run", v.run_id, "kwargs"),
         "input": sealer.seal_text(v.input_json, "tether.run", v.run_id, "input"),
         "input_kind": v.input_kind,
         "metadata": v.metadata_json,

@@ -45,6 +45,7 @@ class SealedColumn:
 SEALED_COLUMNS: tuple[SealedColumn, ...] = (
     SealedColumn("tether_runs", ("run_id",), "input", "tether.run", "input"),
     SealedColumn("tether_runs", ("run_id",), "error", "tether.run", "error"),
+    SealedColumn("tether_runs", ("run_id",), "kwargs", "tether.run", "kwargs", True),
     SealedColumn("tether_threads", ("thread_id",), "state_values", "tether.thread", "values"),
     SealedColumn("tether_threads", ("thread_id",), "error", "tether.thread", "error"),
     SealedColumn(

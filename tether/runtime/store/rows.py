@@ -70,7 +70,9 @@ class Dialect:
             graph_id=row["graph_id"],
             status=row["status"],
             multitask_strategy=row["multitask_strategy"],
-            kwargs=self.json(row["kwargs"]),
+            kwargs=self.sealer.open_json(
+                self.json(row["kwargs"]), "tether.run", row["run_id"], "kwargs", clear_ok=True
+            ),
             input=self.sealer.open(row["input"], "tether.run", row["run_id"], "input"),
             input_kind=row["input_kind"],
             metadata=self.json(row["metadata"]),

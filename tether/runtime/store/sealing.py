@@ -10,16 +10,22 @@ column                             associated data
 =================================  =======================================
 ``tether_runs.input``              ``("tether.run", run_id, "input")``
 ``tether_runs.error``              ``("tether.run", run_id, "error")``
+``tether_runs.kwargs``             ``("tether.run", run_id, "kwargs")``
 ``tether_threads.state_values``    ``("tether.thread", thread_id, "values")``
 ``tether_threads.error``           ``("tether.thread", thread_id, "error")``
 ``tether_threads.interrupts``      ``("tether.thread", thread_id, "interrupts")``
 ``tether_run_events.data``         ``("tether.event", run_id, seq)``
 =================================  =======================================
 
-Metadata, config and run options stay in clear: they are what listings
-filter on, as in LangGraph. Reading fails closed: an ``enc1:`` value without a
-key raises :class:`~tether.checkpointing.encryption.MissingKeyError`, and a
-value in clear while a key is set raises
+A run's options (``kwargs``: its ``config``, ``context``, stream modes, webhook)
+are sealed whole, since ``context`` and ``config.configurable`` carry who the
+run is for; nothing filters on them. Options stored in clear by versions that
+did not seal them are still read (they were never authenticated), and the key
+rotation pass counts them. Metadata and the threads' config stay in clear:
+they are what listings filter on, as in LangGraph. Reading fails closed: an
+``enc1:`` value without a key raises
+:class:`~tether.checkpointing.encryption.MissingKeyError`, and a value in clear
+while a key is set raises
 :class:`~tether.checkpointing.encryption.PlaintextRefusedError` unless the ring
 is in migration mode (``allow_plaintext``). Events the database itself writes
 (``run.created``, ``run.started``: ids and counters, no user data) are
@@ -74,6 +80,10 @@ class Sealer:
         """``value`` as JSON, sealed for ``where``."""
         return self.seal_text(dumps(value), *where)
 
+    def seal_json_column(self, text: str, *where: str) -> str:
+        """JSON ``text`` for a ``jsonb`` column: sealed, it is the envelope as a JSON string."""
+        return dumps(self.seal_text(text, *where)) if self.keys is not None else text
+
     def open(self, stored: str | bytes | None, *where: str, clear_ok: bool = False) -> Any:
         """The value ``stored`` holds (``None`` stays ``None``).
 
@@ -117,11 +127,12 @@ class Sealer:
             return None
         return SEALED_PREFIX + base64.b64encode(fresh).decode("ascii")
 
-    def open_json(self, value: Any, *where: str) -> Any:
-        """A ``jsonb`` column's value: a sealed string is opened, anything else returned."""
+    def open_json(self, value: Any, *where: str, clear_ok: bool = False) -> Any:
+        """A ``jsonb`` column's value: a sealed string is opened, anything else returned
+        (with keys, only in migration mode or with ``clear_ok``)."""
         if isinstance(value, str) and value.startswith(SEALED_PREFIX):
             return self.open(value, *where)
-        if self.keys is not None and value and not self.keys.allow_plaintext:
+        if self.keys is not None and value and not clear_ok and not self.keys.allow_plaintext:
             raise PlaintextRefusedError(
                 f"run store value {'/'.join(where)} is stored in clear but encryption is on; "
                 "refusing to trust an unauthenticated value"
