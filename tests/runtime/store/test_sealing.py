@@ -231,3 +231,35 @@ async def test_run_options_are_bound_to_their_run_and_earlier_clear_ones_still_r
     async with open_run_store(store_url, encryption=False) as plain:
         with pytest.raises(MissingKeyError, match="no encryption key is configured"):
             await plain.get_run(first.run_id)
+
+
+async def test_a_cron_s_payload_is_sealed_and_its_runs_too(store_url: str) -> None:
+    """A cron's payload is the input and options of every run it creates: sealed, bound to
+    the cron, read back to fire, and re-sealed by rotation."""
+    from datetime import UTC, datetime, timedelta
+
+    payload = {"input": {"message": SECRET}, **OPTIONS}
+    async with open_run_store(store_url, encryption=KEYS) as store:
+        await store.setup()
+        await add_graph(store, GRAPH)
+        cron = await store.create_cron(GRAPH, "* * * * *", payload=payload)
+        other = await store.create_cron(GRAPH, "* * * * *", payload={"input": {"m": "x"}})
+        assert SECRET not in repr(rows(store_url, "SELECT payload FROM tether_crons"))
+        assert (await store.get_cron(cron.cron_id)).payload == payload
+        later = datetime.now(UTC) + timedelta(minutes=2)
+        due = [c for c in await store.due_crons(later) if c.cron_id == cron.cron_id]
+        created = await store.fire_cron(due[0], later)
+        assert created is not None
+        assert (await store.get_run(created.run.run_id)).input == {"message": SECRET}
+        assert SECRET not in _everything(store_url)
+        both = KeyRing.from_spec(KeyRing.generate_spec("k2") + "," + SPEC)
+    async with open_run_store(store_url, encryption=both) as store:
+        assert (await store.reseal()).plaintext == 0
+    execute(
+        store_url,
+        f"UPDATE tether_crons SET payload = (SELECT payload FROM tether_crons "
+        f"WHERE cron_id = '{cron.cron_id}') WHERE cron_id = '{other.cron_id}'",
+    )
+    async with open_run_store(store_url, encryption=both) as store:
+        with pytest.raises(TamperedCiphertextError):
+            await store.get_cron(other.cron_id)

@@ -25,7 +25,6 @@ from tether.runtime.store.postgres_worker import (
     PostgresWorkerPlane,
     insert_events,
 )
-from tether.runtime.store.rows import POSTGRES
 from tether.runtime.store.types import Created
 from tether.runtime.store.validation import ValidRun
 
@@ -85,7 +84,9 @@ class PostgresCronHooks(PostgresWorkerPlane):
                         c.thread_id,
                         c.schedule,
                         c.timezone,
-                        c.payload_json,
+                        self.rows.sealer.seal_json_column(
+                            c.payload_json, "tether.cron", c.cron_id, "payload"
+                        ),
                         c.metadata_json,
                         c.on_run_completed,
                         c.enabled,
@@ -97,7 +98,7 @@ class PostgresCronHooks(PostgresWorkerPlane):
                 raise AlreadyExistsError(f"cron {c.cron_id} already exists") from exc
             row = await cur.fetchone()
             assert row is not None
-            return POSTGRES.cron(row)
+            return self.rows.cron(row)
 
     async def _find_cron(self, cron_id: str, tenant: str) -> Cron | None:
         async with self._conn() as conn:
@@ -106,7 +107,7 @@ class PostgresCronHooks(PostgresWorkerPlane):
                 (cron_id, tenant),
             )
             row = await cur.fetchone()
-        return None if row is None else POSTGRES.cron(row)
+        return None if row is None else self.rows.cron(row)
 
     async def _list_crons(
         self, tenant: str, filters: Mapping[str, Any], limit: int, offset: int
@@ -117,7 +118,7 @@ class PostgresCronHooks(PostgresWorkerPlane):
         async with self._conn() as conn:
             cur = await conn.execute(sql, [tenant, *filters.values(), limit, offset])
             rows = await cur.fetchall()
-        return [POSTGRES.cron(r) for r in rows]
+        return [self.rows.cron(r) for r in rows]
 
     async def _update_cron(
         self, cron_id: str, tenant: str, changes: Mapping[str, Any]
@@ -131,7 +132,7 @@ class PostgresCronHooks(PostgresWorkerPlane):
                 [*changes.values(), cron_id, tenant],
             )
             row = await cur.fetchone()
-        return None if row is None else POSTGRES.cron(row)
+        return None if row is None else self.rows.cron(row)
 
     async def _delete_cron(self, cron_id: str, tenant: str) -> bool:
         async with self._tx() as cur:
@@ -145,7 +146,7 @@ class PostgresCronHooks(PostgresWorkerPlane):
         async with self._conn() as conn:
             cur = await conn.execute(_DUE, {"now": now, "limit": limit})
             rows = await cur.fetchall()
-        return [POSTGRES.cron(r) for r in rows]
+        return [self.rows.cron(r) for r in rows]
 
     async def _fire_cron(
         self,

@@ -46,6 +46,7 @@ SEALED_COLUMNS: tuple[SealedColumn, ...] = (
     SealedColumn("tether_runs", ("run_id",), "input", "tether.run", "input"),
     SealedColumn("tether_runs", ("run_id",), "error", "tether.run", "error"),
     SealedColumn("tether_runs", ("run_id",), "kwargs", "tether.run", "kwargs", True),
+    SealedColumn("tether_crons", ("cron_id",), "payload", "tether.cron", "payload", True),
     SealedColumn("tether_threads", ("thread_id",), "state_values", "tether.thread", "values"),
     SealedColumn("tether_threads", ("thread_id",), "error", "tether.thread", "error"),
     SealedColumn(

@@ -141,7 +141,9 @@ class Dialect:
             thread_id=row["thread_id"],
             schedule=row["schedule"],
             timezone=row["timezone"],
-            payload=self.json(row["payload"]),
+            payload=self.sealer.open_json(
+                self.json(row["payload"]), "tether.cron", row["cron_id"], "payload", clear_ok=True
+            ),
             metadata=self.json(row["metadata"]),
             on_run_completed=row["on_run_completed"],
             enabled=bool(row["enabled"]),

@@ -11,6 +11,7 @@ column                             associated data
 ``tether_runs.input``              ``("tether.run", run_id, "input")``
 ``tether_runs.error``              ``("tether.run", run_id, "error")``
 ``tether_runs.kwargs``             ``("tether.run", run_id, "kwargs")``
+``tether_crons.payload``           ``("tether.cron", cron_id, "payload")``
 ``tether_threads.state_values``    ``("tether.thread", thread_id, "values")``
 ``tether_threads.error``           ``("tether.thread", thread_id, "error")``
 ``tether_threads.interrupts``      ``("tether.thread", thread_id, "interrupts")``
@@ -19,9 +20,10 @@ column                             associated data
 
 A run's options (``kwargs``: its ``config``, ``context``, stream modes, webhook)
 are sealed whole, since ``context`` and ``config.configurable`` carry who the
-run is for; nothing filters on them. Options stored in clear by versions that
-did not seal them are still read (they were never authenticated), and the key
-rotation pass counts them. Metadata and the threads' config stay in clear:
+run is for; nothing filters on them. So is a cron's payload (the input and
+options of the runs it creates). Options and payloads stored in clear by versions
+that did not seal them are still read (they were never authenticated), and the
+key rotation pass counts them. Metadata and the threads' config stay in clear:
 they are what listings filter on, as in LangGraph. Reading fails closed: an
 ``enc1:`` value without a key raises
 :class:`~tether.checkpointing.encryption.MissingKeyError`, and a value in clear

@@ -19,7 +19,7 @@ from typing import TYPE_CHECKING, Any
 from tether.runtime.errors import AlreadyExistsError
 from tether.runtime.models import Assistant, Cron, Run
 from tether.runtime.store.crons import ValidCron, deadline_events, deadline_outcome
-from tether.runtime.store.rows import SQLITE
+from tether.runtime.store.rows import Dialect
 from tether.runtime.store.sqlite_worker import RunDB, SqliteWorkerPlane, insert_events
 from tether.runtime.store.types import Created
 from tether.runtime.store.validation import ValidRun
@@ -122,6 +122,9 @@ class SqliteCronHooks(SqliteWorkerPlane):
 
     if TYPE_CHECKING:
 
+        @property
+        def rows(self) -> Dialect: ...
+
         @staticmethod
         def _create_run_tx(
             db: DB, now: float, v: ValidRun, assistant: Assistant, tenant: str
@@ -142,7 +145,9 @@ class SqliteCronHooks(SqliteWorkerPlane):
                         c.thread_id,
                         c.schedule,
                         c.timezone,
-                        c.payload_json,
+                        self.rows.sealer.seal_json_column(
+                            c.payload_json, "tether.cron", c.cron_id, "payload"
+                        ),
                         c.metadata_json,
                         c.on_run_completed,
                         c.enabled,
@@ -155,7 +160,7 @@ class SqliteCronHooks(SqliteWorkerPlane):
             except sqlite3.IntegrityError as exc:
                 raise AlreadyExistsError(f"cron {c.cron_id} already exists") from exc
             row = db.execute("SELECT * FROM tether_crons WHERE cron_id = ?", (c.cron_id,))
-            return SQLITE.cron(row.fetchone())
+            return self.rows.cron(row.fetchone())
 
         return await self._write(insert)
 
@@ -166,7 +171,7 @@ class SqliteCronHooks(SqliteWorkerPlane):
                 (cron_id, tenant),
             ).fetchall()
         )
-        return SQLITE.cron(rows[0]) if rows else None
+        return self.rows.cron(rows[0]) if rows else None
 
     async def _list_crons(
         self, tenant: str, filters: Mapping[str, Any], limit: int, offset: int
@@ -176,7 +181,7 @@ class SqliteCronHooks(SqliteWorkerPlane):
         sql += " ORDER BY created_at, cron_id LIMIT ? OFFSET ?"
         params = [tenant, *filters.values(), limit, offset]
         rows = await self._run(lambda db: db.execute(sql, params).fetchall())
-        return [SQLITE.cron(r) for r in rows]
+        return [self.rows.cron(r) for r in rows]
 
     async def _update_cron(
         self, cron_id: str, tenant: str, changes: Mapping[str, Any]
@@ -191,7 +196,7 @@ class SqliteCronHooks(SqliteWorkerPlane):
                 "WHERE cron_id = ? AND tenant_id = ? RETURNING *",
                 [*values, at, cron_id, tenant],
             ).fetchone()
-            return None if row is None else SQLITE.cron(row)
+            return None if row is None else self.rows.cron(row)
 
         return await self._write(update)
 
@@ -210,7 +215,7 @@ class SqliteCronHooks(SqliteWorkerPlane):
         sql = _DUE + " ORDER BY next_run_at LIMIT :limit"
         params = {"now": now.timestamp(), "limit": limit}
         rows = await self._run(lambda db: db.execute(sql, params).fetchall())
-        return [SQLITE.cron(r) for r in rows]
+        return [self.rows.cron(r) for r in rows]
 
     async def _fire_cron(
         self,
