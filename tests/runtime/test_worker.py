@@ -14,6 +14,7 @@ from typing import Any
 
 import pytest
 
+from tests.runtime.store.raw import execute
 from tests.runtime.stored import thread_values
 from tests.runtime.workers import Workers
 from tether import open_checkpointer
@@ -254,16 +255,9 @@ async def test_a_stored_run_whose_config_is_invalid_fails_and_is_not_left_runnin
 
     run = await runtime.create("three_node", thread_id="t-old", input={"trace": []})
     kwargs = json.dumps({**run.kwargs, "config": {"metadata": 5}})
-    if runtime_url.startswith("sqlite"):
-        with sqlite3.connect(runtime_url.removeprefix("sqlite:///")) as db:
-            db.execute("UPDATE tether_runs SET kwargs = ? WHERE run_id = ?", (kwargs, run.run_id))
-    else:
-        import psycopg
-
-        with psycopg.connect(runtime_url, autocommit=True) as db:
-            db.execute(
-                "UPDATE tether_runs SET kwargs = %s::jsonb WHERE run_id = %s", (kwargs, run.run_id)
-            )
+    execute(
+        runtime_url, f"UPDATE tether_runs SET kwargs = '{kwargs}' WHERE run_id = '{run.run_id}'"
+    )
     workers.start(1)
     done = await runtime.wait(run.run_id, timeout=60)
     assert done.status == "error", done

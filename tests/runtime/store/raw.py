@@ -44,3 +44,13 @@ def every_row(url: str) -> str:
         select = 'SELECT t::text FROM "{}" t'
     names = sorted(t for (t,) in rows(url, tables))
     return repr([(t, sorted(map(repr, rows(url, select.format(t))))) for t in names])
+
+
+def copy_value(url: str, table: str, column: str, *, key: str, source: str, target: str) -> None:
+    """Copy ``column`` of the row whose ``key`` is ``source`` onto the row of ``target``,
+    as someone with write access to the database would move a sealed value."""
+    execute(
+        url,
+        f"UPDATE {table} SET {column} = (SELECT {column} FROM {table} "
+        f"WHERE {key} = '{source}') WHERE {key} = '{target}'",
+    )

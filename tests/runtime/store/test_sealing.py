@@ -19,7 +19,7 @@ import pytest
 
 from tests.runtime.store.actions import claim_one, create
 from tests.runtime.store.conftest import GRAPH, add_graph
-from tests.runtime.store.raw import execute, rows
+from tests.runtime.store.raw import copy_value, execute, rows
 from tether.checkpointing.encryption import (
     ENV_KEYS,
     KeyRing,
@@ -98,10 +98,8 @@ async def test_sealed_values_fail_closed(store_url: str) -> None:
             await plain.get_run(first.run_id)
 
     # A sealed input copied onto another run fails authentication.
-    execute(
-        store_url,
-        f"UPDATE tether_runs SET input = (SELECT input FROM tether_runs "
-        f"WHERE run_id = '{first.run_id}') WHERE run_id = '{second.run_id}'",
+    copy_value(
+        store_url, "tether_runs", "input", key="run_id", source=first.run_id, target=second.run_id
     )
     async with open_run_store(store_url, encryption=KEYS) as store:
         with pytest.raises(TamperedCiphertextError):
@@ -211,10 +209,8 @@ async def test_run_options_are_bound_to_their_run_and_earlier_clear_ones_still_r
         first = await create(store, thread_id="a", kwargs=OPTIONS)
         second = await create(store, thread_id="b", kwargs={"context": {"email": "other"}})
         third = await create(store, thread_id="c")
-    execute(
-        store_url,
-        f"UPDATE tether_runs SET kwargs = (SELECT kwargs FROM tether_runs "
-        f"WHERE run_id = '{first.run_id}') WHERE run_id = '{second.run_id}'",
+    copy_value(
+        store_url, "tether_runs", "kwargs", key="run_id", source=first.run_id, target=second.run_id
     )
     execute(
         store_url,
@@ -255,10 +251,13 @@ async def test_a_cron_s_payload_is_sealed_and_its_runs_too(store_url: str) -> No
         both = KeyRing.from_spec(KeyRing.generate_spec("k2") + "," + SPEC)
     async with open_run_store(store_url, encryption=both) as store:
         assert (await store.reseal()).plaintext == 0
-    execute(
+    copy_value(
         store_url,
-        f"UPDATE tether_crons SET payload = (SELECT payload FROM tether_crons "
-        f"WHERE cron_id = '{cron.cron_id}') WHERE cron_id = '{other.cron_id}'",
+        "tether_crons",
+        "payload",
+        key="cron_id",
+        source=cron.cron_id,
+        target=other.cron_id,
     )
     async with open_run_store(store_url, encryption=both) as store:
         with pytest.raises(TamperedCiphertextError):

@@ -116,7 +116,8 @@ DURABILITIES: tuple[Durability, ...] = get_args(Durability)
 
 
 def check_run_config(kwargs: Mapping[str, Any]) -> None:
-    """A run's ``config.configurable`` may not set what LangGraph and tether set themselves.
+    """A run's ``config``: an object whose ``configurable`` does not set what LangGraph and
+    tether set themselves, and whose other fields have the types LangGraph takes.
 
     Keys starting with ``__`` are LangGraph's (``__pregel_checkpointer``, ...) and
     tether's (``__tether_budget``, ...): a caller setting one would replace the
@@ -138,8 +139,8 @@ def check_run_config(kwargs: Mapping[str, Any]) -> None:
 def _check_config_fields(config: Mapping[str, Any]) -> None:
     """The ``RunnableConfig`` fields a worker merges or hands to LangGraph, in their types.
 
-    A ``metadata`` that was not an object stopped the worker's execution before the
-    graph started, and the run stayed ``running``; the others failed the run.
+    Unchecked, a ``metadata`` that was not an object stopped the worker's execution
+    before the graph started, and the run stayed ``running``; the others failed the run.
     """
     check_mapping(config.get("metadata"), "config.metadata")
     tags = config.get("tags")
