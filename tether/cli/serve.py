@@ -141,6 +141,9 @@ def _serve(args: argparse.Namespace) -> int:
         host=args.host,
         port=args.port,
         log_level=args.log_level,
+        # uvloop and httptools when installed (the server extra installs both).
+        loop="auto",
+        http="auto",
         timeout_graceful_shutdown=min(5.0, args.shutdown_grace),
     )
     _server_class()(config, app).run()

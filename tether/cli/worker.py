@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import argparse
-import asyncio
 import logging
 import os
 import sys
@@ -78,6 +77,7 @@ def _seconds(text: str) -> float:
 
 
 def _worker(args: argparse.Namespace) -> int:
+    from tether.cli._event_loop import run
     from tether.runtime import Worker
 
     if not args.url:
@@ -96,7 +96,7 @@ def _worker(args: argparse.Namespace) -> int:
         scheduler=args.scheduler,
         retention=_retention(args),
     )
-    asyncio.run(worker.run(handle_signals=True))
+    run(worker.run(handle_signals=True))
     return 0
 
 
