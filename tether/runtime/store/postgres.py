@@ -82,8 +82,8 @@ INSERT INTO tether_runs (run_id, tenant_id, thread_id, assistant_id, graph_id, s
     deadline_at, step_timeout_s, last_seq)
 VALUES (%(run)s, %(tenant)s, %(thread)s, %(assistant)s, %(graph)s, 'pending', %(strategy)s,
     %(kwargs)s::jsonb, %(input)s, %(input_kind)s, %(metadata)s::jsonb, %(max_attempts)s,
-    now() + make_interval(secs => %(after)s), %(deadline)s, %(step_timeout)s, 0)
-RETURNING *"""
+    now() + make_interval(secs => %(after)s), %(deadline)s, %(step_timeout)s, 1)
+RETURNING *"""  # last_seq 1: its run.created event, inserted next
 _RESUME = """
 UPDATE tether_runs
    SET status = 'pending', input_kind = 'command', input = %(input)s,
@@ -295,13 +295,17 @@ class PostgresRunStore(PostgresEditHooks, PostgresCronHooks, CronPlane, Retentio
         if decision.reject:
             raise ThreadBusyError(BUSY_MESSAGE)
         continued = await self._continue_interrupted(cur, thread_id, v.run_id)
-        try:  # in a queued transaction, the insert's error comes at _append's fetch
+        try:  # in a queued transaction, the insert's error comes at its fetch
             await cur.execute(
                 _INSERT_RUN, control.run_params(v, assistant, tenant, thread_id, self.rows.sealer)
             )
-            await _append(cur, v.run_id, [control.created_event(assistant, v)], self.rows.sealer)
+            # The run as created, and as returned: nothing below changes its row.
+            created = self.rows.run(await _one(cur))
         except psycopg.errors.UniqueViolation as exc:
             raise AlreadyExistsError(f"run {v.run_id} already exists") from exc
+        await insert_events(
+            cur, v.run_id, 0, [control.created_event(assistant, v)], self.rows.sealer
+        )
         reason = superseded_reason(v.run_id, v.strategy)
         superseded = [
             await self._cancel_in(cur, run_id, action, reason) for run_id, action in decision.cancel
@@ -315,7 +319,7 @@ class PostgresRunStore(PostgresEditHooks, PostgresCronHooks, CronPlane, Retentio
             (dumps(control.thread_marks(assistant)), thread_id),
         )
         await cur.execute("SELECT pg_notify('tether_runs', %s)", (assistant.graph_id,))
-        return Created(await self._locked_run(cur, v.run_id), tuple(superseded), continued)
+        return Created(created, tuple(superseded), continued)
 
     async def _continue_interrupted(self, cur: Cursor, thread_id: str, new: str) -> Run | None:
         await cur.execute(

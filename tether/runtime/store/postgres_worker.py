@@ -85,6 +85,41 @@ INSERT INTO tether_run_events (run_id, seq, kind, ns, data, fence, worker_id)
 SELECT %(run)s, %(base)s + e.ord, e.kind, e.ns, e.data, %(fence)s, %(worker)s
   FROM unnest(%(kinds)s::text[], %(nss)s::text[], %(datas)s::text[])
        WITH ORDINALITY AS e(kind, ns, data, ord)"""
+# The common case of an append (no keys, no run-scoped role) as one statement in its
+# own transaction: reserve the seqs, insert, wake the followers. No rows: the fence
+# moved on, and the CTE's INSERT (which reads the UPDATE's rows) inserted nothing.
+_APPEND_ONE_STATEMENT = """
+WITH bumped AS (
+    UPDATE tether_runs SET last_seq = last_seq + %(n)s
+     WHERE run_id = %(run)s AND fence = %(fence)s AND status = 'running'
+    RETURNING last_seq - %(n)s AS base
+), added AS (
+    INSERT INTO tether_run_events (run_id, seq, kind, ns, data, fence, worker_id)
+    SELECT %(run)s, b.base + e.ord, e.kind, e.ns, e.data, %(fence)s, %(worker)s
+      FROM bumped b,
+           unnest(%(kinds)s::text[], %(nss)s::text[], %(datas)s::text[])
+           WITH ORDINALITY AS e(kind, ns, data, ord)
+)
+SELECT base, pg_notify('tether_events', %(run)s) FROM bumped"""
+# The common case of a finish (no keys, no run-scoped role) as one statement: the run's
+# outcome, its thread freed, its last events and ENDED's notifications. Every part reads
+# the run's UPDATE, so a fence that moved on (no row) changes and sends nothing.
+_FINISH_ONE_STATEMENT = f"""
+WITH finished AS ({_FINISH_RUN}
+), thread AS ({_FINISH_THREAD} AND EXISTS (SELECT 1 FROM finished)
+), added AS (
+    INSERT INTO tether_run_events (run_id, seq, kind, ns, data, fence, worker_id)
+    SELECT f.run_id, f.last_seq - %(bump)s + e.ord, e.kind, e.ns, e.data, f.fence, %(worker)s
+      FROM finished f,
+           unnest(%(kinds)s::text[], %(nss)s::text[], %(datas)s::text[])
+           WITH ORDINALITY AS e(kind, ns, data, ord)
+)
+SELECT f.*, pg_notify('tether_events', f.run_id) AS notified_events,
+       pg_notify('tether_ended', f.run_id) AS notified_ended,
+       (SELECT pg_notify('tether_runs', p.graph_id) FROM tether_runs p
+         WHERE p.thread_id = f.thread_id AND p.status = 'pending'
+         ORDER BY p.seq LIMIT 1) AS notified_claimers
+  FROM finished f"""
 # A run stopped: its waiters look (``tether_ended``), its followers read its last event,
 # and claimers look only when its thread has a run queued behind it (the thread is free
 # now); a run on a thread of its own frees nothing another run waits for.
@@ -363,8 +398,28 @@ class PostgresWorkerPlane:
         return self.rows.run(row)
 
     async def finish(self, hold: Hold, outcome: Outcome, events: Sequence[NewEvent] = ()) -> Run:
+        if not hold.secret and not self.rows.sealer.enabled:
+            async with self._ending(hold):
+                return await self._finish_in_one_statement(hold, outcome, events)
         async with self._ending(hold), self._held_tx(hold) as cur:
             return await self._finish_in(cur, hold, outcome, events)
+
+    async def _finish_in_one_statement(
+        self, hold: Hold, outcome: Outcome, events: Sequence[NewEvent]
+    ) -> Run:
+        """:meth:`finish` as one statement (see :meth:`_append_in_one_statement`)."""
+        written = [*events, NewEvent("run.finished", finished_data(outcome))]
+        params = {
+            **finish_params(hold, outcome, self.rows.sealer),
+            "bump": len(written),
+            "worker": hold.worker_id,
+            "kinds": [e.kind for e in written],
+            "nss": [e.ns for e in written],
+            "datas": [dumps(e.data) for e in written],
+        }
+        async with self._conn() as conn:
+            cur = await conn.execute(_FINISH_ONE_STATEMENT, params)
+            return self.rows.run(await self._fenced_row(cur, hold))
 
     @asynccontextmanager
     async def _ending(self, hold: Hold) -> AsyncIterator[None]:
@@ -405,6 +460,8 @@ class PostgresWorkerPlane:
         return self.rows.run(row)
 
     async def append_events(self, hold: Hold, events: Sequence[NewEvent]) -> int:
+        if events and not hold.secret and not self.rows.sealer.enabled:
+            return await self._append_in_one_statement(hold, events)
         async with self._held_tx(hold) as cur:
             await self._enter(cur, hold)
             await cur.execute(
@@ -422,6 +479,29 @@ class PostgresWorkerPlane:
             )
             if events:
                 await cur.execute("SELECT pg_notify('tether_events', %s)", (hold.run_id,))
+        return base + len(events)
+
+    async def _append_in_one_statement(self, hold: Hold, events: Sequence[NewEvent]) -> int:
+        """:meth:`append_events` as one statement (one round trip, nothing to commit).
+
+        Only where no value is sealed (a sealed event is bound to its seq, which
+        the caller must know before it seals) and the role is not run-scoped
+        (whose lease check is a statement of its own).
+        """
+        async with self._conn() as conn:
+            cur = await conn.execute(
+                _APPEND_ONE_STATEMENT,
+                {
+                    "n": len(events),
+                    "run": hold.run_id,
+                    "fence": hold.fence,
+                    "worker": hold.worker_id,
+                    "kinds": [e.kind for e in events],
+                    "nss": [e.ns for e in events],
+                    "datas": [dumps(e.data) for e in events],
+                },
+            )
+            base = int((await self._fenced_row(cur, hold))["base"])
         return base + len(events)
 
     async def verify(self, run_id: str, fence: int) -> bool:
