@@ -162,7 +162,11 @@ def langgraph_dev(workdir: Path, leaders: dict[str, int] | None = None) -> Itera
     """
     cli = shutil.which("langgraph") or str(Path(sys.executable).with_name("langgraph"))
     if not Path(cli).exists():
-        raise Unavailable("the LangGraph CLI is not installed (pip install -e '.[bench]')")
+        raise Unavailable(
+            "the LangGraph CLI is not installed (in a virtualenv of its own: "
+            "python -m venv .bench && .bench/bin/pip install -e '.[all,bench]'; see "
+            "bench/server_throughput.py)"
+        )
     try:
         import langgraph_api  # noqa: F401  (the in-memory server `langgraph dev` runs)
     except ImportError as exc:

@@ -16,7 +16,10 @@ as stalled. Peers, side by side in one run:
   CPU); the ratios use the better of the two tether setups;
 * **langgraph dev**, LangGraph's in-memory development server
   (``langgraph-cli[inmem]``, the bench extra), started here; skipped with the
-  reason when it cannot run;
+  reason when it cannot run. Install the bench extra in a virtualenv of its own
+  (``python -m venv .bench && .bench/bin/pip install -e '.[all,bench]'``): its
+  ``langgraph-api`` pins a ``jsonschema-rs`` (0.44) older than the one the test
+  extra's ``schemathesis`` needs (0.60);
 * **in-process LangGraph**: the same compiled graph on ``AsyncPostgresSaver``
   (a pool of 10 connections, a fresh database), ``ainvoke`` from the same
   number of concurrent tasks in this process: no HTTP, no queue.

@@ -2,10 +2,9 @@
 
 ``tether serve`` gets uvloop (and httptools' HTTP parser) through uvicorn's
 ``loop="auto"`` and ``http="auto"``; ``tether worker`` runs its loop here, so
-both processes of a split deployment run on the same loop. uvloop halves the
-event loop's own cost per callback and per socket wait, which a worker pays
-for every statement it sends. Without uvloop (Windows, or a platform it has no
-wheel for) asyncio's loop runs everything the same way, only slower.
+both processes of a split deployment run on the same loop, the one LangGraph's
+own server runs on. Without uvloop (Windows, or a platform it has no wheel for)
+asyncio's loop runs everything the same way.
 """
 
 from __future__ import annotations
