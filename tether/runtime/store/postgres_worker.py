@@ -144,6 +144,11 @@ def lease_hash(secret: str) -> bytes:
     return hashlib.sha256(secret.encode()).digest()
 
 
+def _event_columns(events: Sequence[NewEvent], datas: list[str]) -> dict[str, list[str]]:
+    """The ``kinds``, ``nss`` and ``datas`` arrays the event ``INSERT``s unnest."""
+    return {"kinds": [e.kind for e in events], "nss": [e.ns for e in events], "datas": datas}
+
+
 async def insert_events(
     cur: Cursor,
     run_id: str,
@@ -165,12 +170,13 @@ async def insert_events(
             "base": base,
             "fence": fence,
             "worker": worker,
-            "kinds": [e.kind for e in events],
-            "nss": [e.ns for e in events],
-            "datas": [
-                sealer.seal(e.data, "tether.event", run_id, str(base + i))
-                for i, e in enumerate(events, start=1)
-            ],
+            **_event_columns(
+                events,
+                [
+                    sealer.seal(e.data, "tether.event", run_id, str(base + i))
+                    for i, e in enumerate(events, start=1)
+                ],
+            ),
         },
     )
 
@@ -398,7 +404,7 @@ class PostgresWorkerPlane:
         return self.rows.run(row)
 
     async def finish(self, hold: Hold, outcome: Outcome, events: Sequence[NewEvent] = ()) -> Run:
-        if not hold.secret and not self.rows.sealer.enabled:
+        if self._in_one_statement(hold):
             async with self._ending(hold):
                 return await self._finish_in_one_statement(hold, outcome, events)
         async with self._ending(hold), self._held_tx(hold) as cur:
@@ -407,15 +413,13 @@ class PostgresWorkerPlane:
     async def _finish_in_one_statement(
         self, hold: Hold, outcome: Outcome, events: Sequence[NewEvent]
     ) -> Run:
-        """:meth:`finish` as one statement (see :meth:`_append_in_one_statement`)."""
+        """:meth:`finish` as one statement (where :meth:`_in_one_statement`)."""
         written = [*events, NewEvent("run.finished", finished_data(outcome))]
         params = {
             **finish_params(hold, outcome, self.rows.sealer),
             "bump": len(written),
             "worker": hold.worker_id,
-            "kinds": [e.kind for e in written],
-            "nss": [e.ns for e in written],
-            "datas": [dumps(e.data) for e in written],
+            **_event_columns(written, [dumps(e.data) for e in written]),
         }
         async with self._conn() as conn:
             cur = await conn.execute(_FINISH_ONE_STATEMENT, params)
@@ -460,7 +464,7 @@ class PostgresWorkerPlane:
         return self.rows.run(row)
 
     async def append_events(self, hold: Hold, events: Sequence[NewEvent]) -> int:
-        if events and not hold.secret and not self.rows.sealer.enabled:
+        if events and self._in_one_statement(hold):
             return await self._append_in_one_statement(hold, events)
         async with self._held_tx(hold) as cur:
             await self._enter(cur, hold)
@@ -481,13 +485,15 @@ class PostgresWorkerPlane:
                 await cur.execute("SELECT pg_notify('tether_events', %s)", (hold.run_id,))
         return base + len(events)
 
-    async def _append_in_one_statement(self, hold: Hold, events: Sequence[NewEvent]) -> int:
-        """:meth:`append_events` as one statement (one round trip, nothing to commit).
+    def _in_one_statement(self, hold: Hold) -> bool:
+        """Whether ``hold``'s events and finish may be written as one statement each: no
+        value is sealed (a sealed event is bound to its seq, which the writer must read
+        before it seals) and the role is not run-scoped (whose lease check is a
+        statement of its own)."""
+        return not hold.secret and not self.rows.sealer.enabled
 
-        Only where no value is sealed (a sealed event is bound to its seq, which
-        the caller must know before it seals) and the role is not run-scoped
-        (whose lease check is a statement of its own).
-        """
+    async def _append_in_one_statement(self, hold: Hold, events: Sequence[NewEvent]) -> int:
+        """:meth:`append_events` as one statement (one round trip, nothing to commit)."""
         async with self._conn() as conn:
             cur = await conn.execute(
                 _APPEND_ONE_STATEMENT,
@@ -496,9 +502,7 @@ class PostgresWorkerPlane:
                     "run": hold.run_id,
                     "fence": hold.fence,
                     "worker": hold.worker_id,
-                    "kinds": [e.kind for e in events],
-                    "nss": [e.ns for e in events],
-                    "datas": [dumps(e.data) for e in events],
+                    **_event_columns(events, [dumps(e.data) for e in events]),
                 },
             )
             base = int((await self._fenced_row(cur, hold))["base"])
