@@ -86,6 +86,19 @@ async def test_a_failed_run_is_compensated_and_its_error_lists_what_was_not(
     assert "compensation" in kinds
 
 
+async def test_a_transient_store_error_is_retried_not_compensated(
+    runtime: Runtime, worker: Worker, tmp_path: Path
+) -> None:
+    (tmp_path / "blips").write_text("1")  # the step after the effects meets a locked store
+    run = await runtime.create("saga_blips", thread_id="saga-blip", input={"messages": []})
+    done = await runtime.wait(run.run_id, timeout=60)
+    assert done.status == "success", done
+    assert done.attempt == 2
+    assert _kinds(tmp_path / "world.db") == ["charge", "email", "ship"]
+    kinds = [e.kind for e in await runtime.events(run.run_id)]
+    assert "compensation.before" not in kinds
+
+
 async def test_a_rollback_cancel_compensates_before_the_run_is_deleted(
     runtime: Runtime, worker: Worker, tmp_path: Path
 ) -> None:

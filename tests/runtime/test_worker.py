@@ -151,7 +151,8 @@ async def test_a_killed_worker_s_run_finishes_on_another_with_no_duplicate_effec
 async def test_a_stopped_worker_whose_lease_was_taken_commits_nothing_after_it_wakes(
     runtime: Runtime, workers: Workers, runtime_url: str
 ) -> None:
-    workers.start(2, concurrency=1)
+    # Both are up before one is stopped: the other must be there to take over.
+    workers.wait_ready(workers.start(2, concurrency=1))
     run = await runtime.create("slow_effect", thread_id="t-stop", input={"n": 7})
     async for event in runtime.follow(run.run_id):
         if event.kind == "node.started" and event.data.get("node") == "charge":

@@ -119,6 +119,11 @@ class Workers:
             time.sleep(0.05)
         raise AssertionError(f"worker {index} never logged {text!r}; its log:\n{self.log(index)}")
 
+    def wait_ready(self, indexes: Sequence[int], timeout: float = 60) -> None:
+        """Until each of ``indexes`` has registered and is claiming (it logs its graphs)."""
+        for index in indexes:
+            self.wait_log(index, f"worker w{index}: graphs", timeout)
+
     def rss_kb(self, index: int) -> int:
         return _status_field(self.procs[index].pid, "VmRSS")
 

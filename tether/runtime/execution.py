@@ -50,6 +50,7 @@ from tether.runtime.models import Run
 from tether.runtime.project import Project
 from tether.runtime.saver import RunSaver
 from tether.runtime.store.base import KEEP, Claim, NewEvent, Outcome, RunStore
+from tether.runtime.store.transient import is_transient
 from tether.runtime.store.validation import check_run_config
 from tether.runtime.streaming import (
     EventMapper,
@@ -68,6 +69,16 @@ log = logging.getLogger("tether.runtime")
 
 _FLUSH_EVERY = 0.02  # seconds an event may wait before it is written
 _FLUSH_BATCH = 64
+_RETRY = "retry"  # an outcome of _outcome: hand the run back, spending an attempt
+
+
+def _failed(run: Run, error: Exception) -> Outcome | str:
+    """The outcome of a run whose graph raised ``error``: the run's error, or, for a
+    store error that passes on its own (the database, not the graph), a retry."""
+    if is_transient(error):
+        log.warning("run %s: store error, retrying the run: %s", run.run_id, error)
+        return _RETRY
+    return lifecycle.failed(error)
 
 
 def input_token(run: Run) -> str:
@@ -128,6 +139,8 @@ class Execution:
         if outcome is None:
             await self._hand_back_if_still_held(hold)
             return None
+        if outcome == _RETRY:
+            return await self._retry(ctx, hold)
         try:
             if isinstance(outcome, str):  # "release"
                 await self._flush(ctx, hold)
@@ -195,9 +208,9 @@ class Execution:
         except (LeaseLostError, FenceLostError):
             log.warning("run %s: lease lost (fence %s); dropping it", run.run_id, ctx.fence.token)
             return None
-        except Exception as error:  # the user's graph failed: the run's error
+        except Exception as error:
             ctx.events.add(*error_event(error))
-            return lifecycle.failed(error)
+            return _failed(run, error)
 
     async def _drive(
         self,
@@ -227,7 +240,11 @@ class Execution:
         except RunCancelledError as stop:
             return await self._cancelled((graph, loaded), run, config, stop, ctx)
         except Exception as error:
-            if isinstance(error, RunStopped | FenceLostError) or not compensating_graph(loaded):
+            if (
+                isinstance(error, RunStopped | FenceLostError)
+                or is_transient(error)  # retried, not undone
+                or not compensating_graph(loaded)
+            ):
                 raise
             return await self._compensated_failure(loaded, run, config, ctx, error)
 
@@ -365,6 +382,21 @@ class Execution:
                     ctx.events.add(name, data, "|".join(ns))
                 if mode == "checkpoints" and not ns:
                     ctx.check("step")
+
+    async def _retry(self, ctx: RunContext, hold: Any) -> Run | None:
+        """Hand a run that met a transient store error back, spending an attempt: it
+        continues from its last checkpoint, its recorded steps replayed, on any worker.
+        If the store is still unreachable, its lease runs out and a claim takes it over."""
+        try:
+            await self._flush(ctx, hold)
+            return await self.store.release(hold, reason="store error", retry=True)
+        except (FenceLostError, LeaseLostError):
+            return None
+        except Exception as exc:
+            if not is_transient(exc):
+                raise
+            log.warning("run %s: handing back failed; its lease will run out", hold.run_id)
+            return None
 
     async def _hand_back_if_still_held(self, hold: Any) -> None:
         """After a lost lease: if the store still says this worker holds the run (the loss

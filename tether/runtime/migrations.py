@@ -125,7 +125,15 @@ async def postgres_version(conn: Any) -> int:
 
 
 def apply_sqlite(db: sqlite3.Connection) -> int:
-    """Apply pending migrations on a ``sqlite3`` connection (``isolation_level=None``)."""
+    """Apply pending migrations on a ``sqlite3`` connection (``isolation_level=None``).
+
+    A database already at :data:`LATEST` is only read: a process starting beside
+    busy writers does not queue for the file's one write lock to find nothing to do.
+    """
+    current = sqlite_version(db)
+    check_version(current)
+    if current == LATEST:
+        return current
     while True:
         db.execute("BEGIN IMMEDIATE")
         try:

@@ -30,7 +30,7 @@ import os
 import signal
 import socket
 import time
-from collections.abc import Sequence
+from collections.abc import Awaitable, Callable, Sequence
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -47,6 +47,7 @@ from tether.runtime.project import Project
 from tether.runtime.saver import TENANT_KEY, RunSaver
 from tether.runtime.store import open_run_store
 from tether.runtime.store.base import Claim, RunStore, WorkerInfo
+from tether.runtime.store.transient import is_transient
 from tether.runtime.webhooks import WebhookSender
 
 if TYPE_CHECKING:
@@ -182,7 +183,7 @@ class Worker:
                 self.checkpoints_url, **checkpointer_options(self.checkpointer_options)
             ) as base,
         ):
-            await store.setup()
+            await self._outlast("setup", store.setup)
             notifier = notifier_for(self.url, store)
             await notifier.start()
             saver = RunSaver(base)
@@ -196,15 +197,17 @@ class Worker:
                 graph_store=graph_store,
                 webhooks=webhooks,
             )
-            await register_graphs(store, self.project.graph_ids)
-            await store.register_worker(
-                WorkerInfo(
-                    self.worker_id,
-                    socket.gethostname(),
-                    os.getpid(),
-                    list(self.project.graph_ids),
-                    self.concurrency,
-                )
+            info = WorkerInfo(
+                self.worker_id,
+                socket.gethostname(),
+                os.getpid(),
+                list(self.project.graph_ids),
+                self.concurrency,
+            )
+            await self._outlast(
+                "registration",
+                lambda: register_graphs(store, self.project.graph_ids),
+                lambda: store.register_worker(info),
             )
             log.info(
                 "worker %s: graphs %s, lease %.1fs, concurrency %d",
@@ -246,17 +249,26 @@ class Worker:
             async with notifier.subscribe("runs") as wake:
                 free = self.concurrency - len(self._held)
                 claims: list[Claim] = []
-                if free > 0:
-                    self.claim_queries += 1
-                    claims = await store.claim(
-                        self.worker_id, graphs=graphs, limit=free, lease=self.lease
-                    )
-                    free -= len(claims)
-                    if free > 0 and time.monotonic() - last_expired >= poll:
-                        last_expired = time.monotonic()
-                        claims += await store.claim_expired(
+                try:
+                    if free > 0:
+                        self.claim_queries += 1
+                        claims = await store.claim(
                             self.worker_id, graphs=graphs, limit=free, lease=self.lease
                         )
+                        free -= len(claims)
+                        if free > 0 and time.monotonic() - last_expired >= poll:
+                            last_expired = time.monotonic()
+                            claims += await store.claim_expired(
+                                self.worker_id, graphs=graphs, limit=free, lease=self.lease
+                            )
+                except Exception as exc:
+                    # A claim that failed claimed nothing, or (its answer lost) a lease
+                    # that expires unheld and is taken over: asking again is safe.
+                    if not is_transient(exc):
+                        raise
+                    log.warning("worker %s: claim failed, retrying: %s", self.worker_id, exc)
+                    await self._pause(poll)
+                    continue
                 sent = time.monotonic()
                 for claim in claims:
                     self._start(claim, sent, store, execution, notifier)
@@ -396,6 +408,27 @@ class Worker:
                     ctx.confirm(sent)
                     if held.cancel_action is not None:
                         ctx.request_cancel(held.cancel_action, held.cancel_reason or "")
+
+    async def _outlast(self, what: str, *calls: Callable[[], Awaitable[object]]) -> None:
+        """Make ``calls`` in order, waiting out transient store errors (SQLite's write
+        lock held past its busy timeout, PostgreSQL restarting) until :meth:`stop`."""
+        pause = 0.1
+        for call in calls:
+            while True:
+                try:
+                    await call()
+                    break
+                except Exception as exc:
+                    if not is_transient(exc) or self._stopping.is_set():
+                        raise
+                    log.warning("worker %s: %s failed, retrying: %s", self.worker_id, what, exc)
+                    await self._pause(pause)
+                    pause = min(pause * 2, self.lease)
+
+    async def _pause(self, seconds: float) -> None:
+        """Sleep ``seconds``, or less if the worker is stopped meanwhile."""
+        with contextlib.suppress(TimeoutError):
+            await asyncio.wait_for(self._stopping.wait(), seconds)
 
     # -- shutdown -------------------------------------------------------------------------
 

@@ -188,6 +188,29 @@ def _slow_effect_graph() -> Any:
 slow_effect = _slow_effect_graph()
 
 
+def _blip(state: Trace) -> dict[str, Any]:
+    """Fail as a store does when its lock stays taken, ``$TETHER_TEST_WORKDIR/blips`` times."""
+    left = _workdir() / "blips"
+    count = int(left.read_text()) if left.exists() else 0
+    if count > 0:
+        left.write_text(str(count - 1))
+        raise sqlite3.OperationalError("database is locked")
+    return {"trace": ["blip"]}
+
+
+def _blips_graph() -> Any:
+    graph = StateGraph(Trace)
+    graph.add_node("a", _step("a"))
+    graph.add_node("blip", _blip)
+    graph.add_edge(START, "a")
+    graph.add_edge("a", "blip")
+    graph.add_edge("blip", END)
+    return graph.compile()
+
+
+blips = _blips_graph()
+
+
 def refund() -> Any:
     """The refund agent, its fake payments world in ``$TETHER_TEST_WORKDIR/refund``."""
     return build_refund_graph(checkpointer=None, workdir=_workdir() / "refund")  # type: ignore[arg-type]

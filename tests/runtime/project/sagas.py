@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import asyncio
 import os
+import sqlite3
 from pathlib import Path
 from typing import Any
 
@@ -71,8 +72,18 @@ async def _wait_for_release() -> None:
         await asyncio.sleep(0.02)
 
 
+async def _blip() -> None:
+    """Fail as a store does when its lock stays taken, ``$TETHER_TEST_WORKDIR/blips`` times."""
+    left = _workdir() / "blips"
+    count = int(left.read_text()) if left.exists() else 0
+    if count > 0:
+        left.write_text(str(count - 1))
+        raise sqlite3.OperationalError("database is locked")
+
+
 saga_fails = _saga(_fail)
 saga_waits = _saga(_wait_for_release)
+saga_blips = _saga(_blip)
 
 
 class _Flag:

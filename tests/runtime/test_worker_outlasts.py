@@ -1,0 +1,119 @@
+"""A worker outlasts store errors that pass on their own, instead of exiting.
+
+SQLite: another process keeps the file's one write lock past the busy timeout
+(a long transaction, or a process descheduled inside its commit on a loaded
+host). PostgreSQL: the server drops every connection (a restart, a failover,
+``pg_terminate_backend``). Either way the worker logs, waits and carries on.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import sqlite3
+from collections.abc import Iterator
+from contextlib import contextmanager
+
+import psycopg
+import pytest
+
+from tests.runtime.stored import thread_values
+from tests.runtime.workers import Workers
+from tether.runtime.api import Runtime
+from tether.runtime.store.transient import is_transient
+
+pytestmark = pytest.mark.slow
+
+
+@contextmanager
+def _write_lock(path: str) -> Iterator[None]:
+    """Hold the SQLite file's write lock, as a writer inside a long transaction does."""
+    db = sqlite3.connect(path, isolation_level=None)
+    try:
+        db.execute("BEGIN IMMEDIATE")
+        yield
+        db.execute("ROLLBACK")
+    finally:
+        db.close()
+
+
+async def _finishes(url: str) -> None:
+    async with Runtime(url) as fresh:
+        run = await fresh.create("three_node", thread_id="t-after", input={"trace": []})
+        assert (await fresh.wait(run.run_id, timeout=60)).status == "success"
+
+
+@pytest.mark.parametrize("runtime_url", ["sqlite"], indirect=True)
+async def test_a_worker_waits_out_the_sqlite_write_lock_at_start_and_while_claiming(
+    runtime: Runtime, workers: Workers, runtime_url: str
+) -> None:
+    await runtime.checkpointer()  # the checkpoint tables exist before the lock is taken
+    path = runtime_url.removeprefix("sqlite:///")
+    with _write_lock(path):
+        (index,) = workers.start(1)
+        await asyncio.to_thread(workers.wait_log, index, "registration failed, retrying", 60)
+    await asyncio.to_thread(workers.wait_ready, [index])
+    with _write_lock(path):
+        await asyncio.to_thread(workers.wait_log, index, "claim failed, retrying", 60)
+        assert workers.procs[index].poll() is None
+    await _finishes(runtime_url)
+    log = workers.log(index)
+    assert "database is locked" in log
+    assert workers.procs[index].poll() is None, log
+
+
+@pytest.mark.parametrize("runtime_url", ["postgres"], indirect=True)
+async def test_a_worker_outlasts_postgresql_dropping_every_connection(
+    runtime: Runtime, workers: Workers, runtime_url: str
+) -> None:
+    (index,) = workers.start(1)
+    await asyncio.to_thread(workers.wait_ready, [index])
+    with psycopg.connect(runtime_url, autocommit=True) as conn:
+        dropped = conn.execute(
+            "SELECT count(pg_terminate_backend(pid)) FROM pg_stat_activity "
+            "WHERE datname = current_database() AND pid <> pg_backend_pid()"
+        ).fetchone()
+    assert dropped is not None
+    assert dropped[0] >= 1
+    await asyncio.to_thread(workers.wait_log, index, "claim failed, retrying", 60)
+    await _finishes(runtime_url)
+    assert workers.procs[index].poll() is None, workers.log(index)
+
+
+def test_only_errors_that_pass_on_their_own_are_transient() -> None:
+    assert is_transient(sqlite3.OperationalError("database is locked"))
+    assert is_transient(psycopg.OperationalError("the connection is lost"))
+    assert not is_transient(sqlite3.OperationalError("no such table: tether_runs"))
+    assert not is_transient(sqlite3.IntegrityError("UNIQUE constraint failed"))
+    assert not is_transient(psycopg.errors.UndefinedTable("relation does not exist"))
+    assert not is_transient(ValueError("database is locked"))
+
+
+@pytest.mark.parametrize("runtime_url", ["sqlite"], indirect=True)
+async def test_a_run_that_meets_a_transient_store_error_runs_again_from_its_checkpoint(
+    runtime: Runtime, workers: Workers, runtime_url: str
+) -> None:
+    (workers.workdir / "blips").write_text("1")
+    workers.start(1)
+    run = await runtime.create("blips", thread_id="t-blip", input={"trace": []})
+    done = await runtime.wait(run.run_id, timeout=60)
+    assert done.status == "success", done
+    assert done.attempt == 2
+    kinds = [e.kind for e in await runtime.events(run.run_id)]
+    assert kinds.count("run.released") == 1
+    assert kinds.count("run.started") == 2
+    # "a" ran once: the second attempt went on from the checkpoint after it.
+    assert (await thread_values(runtime_url, "t-blip"))["trace"] == ["a", "blip"]
+
+
+@pytest.mark.parametrize("runtime_url", ["sqlite"], indirect=True)
+async def test_a_run_whose_store_errors_do_not_pass_fails_after_its_attempts(
+    runtime: Runtime, workers: Workers
+) -> None:
+    (workers.workdir / "blips").write_text("100")
+    workers.start(1)
+    run = await runtime.create("blips", thread_id="t-blips", input={"trace": []})
+    done = await runtime.wait(run.run_id, timeout=60)
+    assert done.status == "error", done
+    assert done.error is not None
+    assert "exceeded max attempts (3)" in done.error["message"]
+    assert int((workers.workdir / "blips").read_text()) == 97  # three attempts, no more

@@ -1,0 +1,30 @@
+"""Which run-store errors pass on their own, so a long-lived process waits them out.
+
+A worker that dies because SQLite's write lock stayed taken past the busy
+timeout, or because PostgreSQL restarted, leaves its capacity missing until an
+operator notices. These errors say nothing about the request: the same call
+succeeds once the other writer commits or the server is back. Everything else
+(a missing schema, a constraint, a bug) is not transient and is raised.
+"""
+
+from __future__ import annotations
+
+import sqlite3
+
+__all__ = ["is_transient"]
+
+_SQLITE_BUSY = ("database is locked", "database table is locked", "database is busy")
+
+
+def is_transient(exc: BaseException) -> bool:
+    """Whether ``exc`` is a store error the same call can outlive by waiting."""
+    if isinstance(exc, sqlite3.OperationalError):
+        return str(exc).startswith(_SQLITE_BUSY)
+    try:
+        import psycopg
+        import psycopg_pool
+    except ImportError:  # pragma: no cover - the postgres extra is absent
+        return False
+    # OperationalError: the connection failed or the server is shutting down or
+    # restarting. PoolTimeout: no connection came back within the pool's timeout.
+    return isinstance(exc, psycopg.OperationalError | psycopg_pool.PoolTimeout)
