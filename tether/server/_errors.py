@@ -6,6 +6,7 @@ from the status code, so a client sees the runtime's own explanation.
 
 from __future__ import annotations
 
+import logging
 from typing import Any
 
 from fastapi import FastAPI, Request
@@ -24,8 +25,14 @@ from tether.runtime import (
     ThreadBusyError,
     UnknownGraphError,
 )
+from tether.runtime.store.transient import is_transient, transient_types
 
 __all__ = ["ApiError", "install_error_handlers", "status_for"]
+
+log = logging.getLogger("tether.server")
+
+RETRY_AFTER_S = 1
+"""What a 503 for a store error that passes on its own asks the client to wait."""
 
 
 class ApiError(Exception):
@@ -99,8 +106,30 @@ def install_error_handlers(app: FastAPI) -> None:
             ]
             return JSONResponse({"detail": jsonable_encoder(errors)}, status_code=422)
 
+    async def store_unavailable(request: Request, exc: Exception) -> JSONResponse:
+        if not is_transient(exc):
+            raise exc
+        # The database dropped the connection or kept its lock past the busy timeout:
+        # the same request succeeds once it is back, so say so (not a 500 and a trace).
+        log.warning("%s %s: store unavailable: %s", request.method, request.url.path, exc)
+        return JSONResponse(
+            {
+                "detail": f"the run store is unavailable for the moment ({_first_line(exc)}); "
+                f"retry in {RETRY_AFTER_S} s"
+            },
+            status_code=503,
+            headers={"Retry-After": str(RETRY_AFTER_S)},
+        )
+
     _describe_details(app)
+    for kind in transient_types():
+        app.add_exception_handler(kind, store_unavailable)
     app.add_exception_handler(RequestValidationError, invalid_request)
     app.add_exception_handler(ApiError, api_error)
     for kind, _status in _STATUS:
         app.add_exception_handler(kind, runtime_error)
+
+
+def _first_line(exc: Exception) -> str:
+    text = str(exc).strip()
+    return text.splitlines()[0] if text else type(exc).__name__

@@ -9,22 +9,32 @@ succeeds once the other writer commits or the server is back. Everything else
 
 from __future__ import annotations
 
+import functools
 import sqlite3
 
-__all__ = ["is_transient"]
+__all__ = ["is_transient", "transient_types"]
 
 _SQLITE_BUSY = ("database is locked", "database table is locked", "database is busy")
+
+
+@functools.cache
+def transient_types() -> tuple[type[Exception], ...]:
+    """The exception classes a transient error is an instance of (not every instance is).
+
+    PostgreSQL's ``OperationalError``: the connection failed, or the server is
+    shutting down or restarting. ``PoolTimeout``: no connection came back in time.
+    """
+    kinds: tuple[type[Exception], ...] = (sqlite3.OperationalError,)
+    try:
+        import psycopg
+        import psycopg_pool
+    except ImportError:  # pragma: no cover - the postgres extra is absent
+        return kinds
+    return (*kinds, psycopg.OperationalError, psycopg_pool.PoolTimeout)
 
 
 def is_transient(exc: BaseException) -> bool:
     """Whether ``exc`` is a store error the same call can outlive by waiting."""
     if isinstance(exc, sqlite3.OperationalError):
         return str(exc).startswith(_SQLITE_BUSY)
-    try:
-        import psycopg
-        import psycopg_pool
-    except ImportError:  # pragma: no cover - the postgres extra is absent
-        return False
-    # OperationalError: the connection failed or the server is shutting down or
-    # restarting. PoolTimeout: no connection came back within the pool's timeout.
-    return isinstance(exc, psycopg.OperationalError | psycopg_pool.PoolTimeout)
+    return isinstance(exc, transient_types())
