@@ -93,7 +93,7 @@ async def test_a_transient_store_error_is_retried_not_compensated(
     run = await runtime.create("saga_blips", thread_id="saga-blip", input={"messages": []})
     done = await runtime.wait(run.run_id, timeout=60)
     assert done.status == "success", done
-    assert done.attempt == 2
+    assert done.attempt >= 2
     assert _kinds(tmp_path / "world.db") == ["charge", "email", "ship"]
     kinds = [e.kind for e in await runtime.events(run.run_id)]
     assert "compensation.before" not in kinds
