@@ -40,9 +40,10 @@ def _no_server_errors_logged(log: Path) -> None:
 def test_dropped_postgresql_connections_are_503s_until_the_pool_has_new_ones(
     store_url: str, tmp_path: Path
 ) -> None:
-    with serving(store_url, tmp_path, "--workers", "0") as server, httpx.Client(
-        base_url=server.base, timeout=30
-    ) as http:
+    with (
+        serving(store_url, tmp_path, "--workers", "0") as server,
+        httpx.Client(base_url=server.base, timeout=30) as http,
+    ):
         thread = http.post("/threads", json={}).json()["thread_id"]
         assert _drop_connections(store_url) >= 1
         answers = [http.get(f"/threads/{thread}") for _ in range(12)]
@@ -60,9 +61,10 @@ def test_dropped_postgresql_connections_are_503s_until_the_pool_has_new_ones(
 def test_the_sqlite_write_lock_held_past_the_busy_timeout_is_a_503(
     store_url: str, tmp_path: Path
 ) -> None:
-    with serving(store_url, tmp_path, "--workers", "0") as server, httpx.Client(
-        base_url=server.base, timeout=30
-    ) as http:
+    with (
+        serving(store_url, tmp_path, "--workers", "0") as server,
+        httpx.Client(base_url=server.base, timeout=30) as http,
+    ):
         assert http.post("/threads", json={}).status_code == 200
         db = sqlite3.connect(store_url.removeprefix("sqlite:///"), isolation_level=None)
         try:
