@@ -74,8 +74,9 @@ _RETRY = "retry"  # an outcome of _outcome: hand the run back, spending an attem
 
 def _failed(run: Run, error: Exception) -> Outcome | str:
     """The outcome of a run whose graph raised ``error``: the run's error, or, for a
-    store error that passes on its own (the database, not the graph), a retry."""
-    if is_transient(error):
+    store error that passes on its own (the database, not the graph), a retry while
+    attempts are left (the last attempt ends with the error itself)."""
+    if is_transient(error) and run.attempt < run.max_attempts:
         log.warning("run %s: store error, retrying the run: %s", run.run_id, error)
         return _RETRY
     return lifecycle.failed(error)
