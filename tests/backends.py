@@ -9,6 +9,7 @@ start fails the run; it never skips.
 from __future__ import annotations
 
 import os
+import sqlite3
 import uuid
 from collections.abc import AsyncIterator, Iterator
 from contextlib import AbstractAsyncContextManager, contextmanager
@@ -173,3 +174,29 @@ def _drop_redis_prefix(url: str, prefix: str) -> None:
 
 async def aiter_list(aiterable: AsyncIterator[Any]) -> list[Any]:
     return [item async for item in aiterable]
+
+
+def drop_postgres_connections(url: str) -> int:
+    """Terminate every other connection to ``url``'s database, as a restart or failover
+    does; returns how many there were."""
+    import psycopg
+
+    with psycopg.connect(url, autocommit=True) as conn:
+        row = conn.execute(
+            "SELECT count(pg_terminate_backend(pid)) FROM pg_stat_activity "
+            "WHERE datname = current_database() AND pid <> pg_backend_pid()"
+        ).fetchone()
+    assert row is not None
+    return int(row[0])
+
+
+@contextmanager
+def sqlite_write_lock(url: str) -> Iterator[None]:
+    """Hold the SQLite file's one write lock, as another process's long transaction does."""
+    db = sqlite3.connect(url.removeprefix("sqlite:///"), isolation_level=None)
+    try:
+        db.execute("BEGIN IMMEDIATE")
+        yield
+        db.execute("ROLLBACK")
+    finally:
+        db.close()

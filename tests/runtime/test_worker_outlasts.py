@@ -10,30 +10,17 @@ from __future__ import annotations
 
 import asyncio
 import sqlite3
-from collections.abc import Iterator
-from contextlib import contextmanager
 
 import psycopg
 import pytest
 
+from tests.backends import drop_postgres_connections, sqlite_write_lock
 from tests.runtime.stored import thread_values
 from tests.runtime.workers import Workers
 from tether.runtime.api import Runtime
 from tether.runtime.store.transient import is_transient
 
 pytestmark = pytest.mark.slow
-
-
-@contextmanager
-def _write_lock(path: str) -> Iterator[None]:
-    """Hold the SQLite file's write lock, as a writer inside a long transaction does."""
-    db = sqlite3.connect(path, isolation_level=None)
-    try:
-        db.execute("BEGIN IMMEDIATE")
-        yield
-        db.execute("ROLLBACK")
-    finally:
-        db.close()
 
 
 async def _finishes(url: str) -> None:
@@ -47,12 +34,11 @@ async def test_a_worker_waits_out_the_sqlite_write_lock_at_start_and_while_claim
     runtime: Runtime, workers: Workers, runtime_url: str
 ) -> None:
     await runtime.checkpointer()  # the checkpoint tables exist before the lock is taken
-    path = runtime_url.removeprefix("sqlite:///")
-    with _write_lock(path):
+    with sqlite_write_lock(runtime_url):
         (index,) = workers.start(1)
         await asyncio.to_thread(workers.wait_log, index, "registration failed, retrying", 60)
     await asyncio.to_thread(workers.wait_ready, [index])
-    with _write_lock(path):
+    with sqlite_write_lock(runtime_url):
         await asyncio.to_thread(workers.wait_log, index, "claim failed, retrying", 60)
         assert workers.procs[index].poll() is None
     await _finishes(runtime_url)
@@ -67,13 +53,7 @@ async def test_a_worker_outlasts_postgresql_dropping_every_connection(
 ) -> None:
     (index,) = workers.start(1)
     await asyncio.to_thread(workers.wait_ready, [index])
-    with psycopg.connect(runtime_url, autocommit=True) as conn:
-        dropped = conn.execute(
-            "SELECT count(pg_terminate_backend(pid)) FROM pg_stat_activity "
-            "WHERE datname = current_database() AND pid <> pg_backend_pid()"
-        ).fetchone()
-    assert dropped is not None
-    assert dropped[0] >= 1
+    assert drop_postgres_connections(runtime_url) >= 1
     await asyncio.to_thread(workers.wait_log, index, "claim failed, retrying", 60)
     await _finishes(runtime_url)
     assert workers.procs[index].poll() is None, workers.log(index)

@@ -8,26 +8,15 @@ past the busy timeout by another process is the same 503.
 
 from __future__ import annotations
 
-import sqlite3
 from pathlib import Path
 
 import httpx
-import psycopg
 import pytest
 
+from tests.backends import drop_postgres_connections, sqlite_write_lock
 from tests.server.conftest import serving
 
 pytestmark = pytest.mark.slow
-
-
-def _drop_connections(url: str) -> int:
-    with psycopg.connect(url, autocommit=True) as conn:
-        row = conn.execute(
-            "SELECT count(pg_terminate_backend(pid)) FROM pg_stat_activity "
-            "WHERE datname = current_database() AND pid <> pg_backend_pid()"
-        ).fetchone()
-    assert row is not None
-    return int(row[0])
 
 
 def _no_server_errors_logged(log: Path) -> None:
@@ -45,7 +34,7 @@ def test_dropped_postgresql_connections_are_503s_until_the_pool_has_new_ones(
         httpx.Client(base_url=server.base, timeout=30) as http,
     ):
         thread = http.post("/threads", json={}).json()["thread_id"]
-        assert _drop_connections(store_url) >= 1
+        assert drop_postgres_connections(store_url) >= 1
         answers = [http.get(f"/threads/{thread}") for _ in range(12)]
         codes = [a.status_code for a in answers]
         assert set(codes) <= {200, 503}, codes
@@ -66,13 +55,8 @@ def test_the_sqlite_write_lock_held_past_the_busy_timeout_is_a_503(
         httpx.Client(base_url=server.base, timeout=30) as http,
     ):
         assert http.post("/threads", json={}).status_code == 200
-        db = sqlite3.connect(store_url.removeprefix("sqlite:///"), isolation_level=None)
-        try:
-            db.execute("BEGIN IMMEDIATE")
+        with sqlite_write_lock(store_url):
             held = http.post("/threads", json={})
-            db.execute("ROLLBACK")
-        finally:
-            db.close()
         assert held.status_code == 503, held.text
         assert "database is locked" in held.json()["detail"]
         assert held.headers["retry-after"] == "1"
