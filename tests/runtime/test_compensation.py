@@ -99,6 +99,23 @@ async def test_a_transient_store_error_is_retried_not_compensated(
     assert "compensation.before" not in kinds
 
 
+async def test_a_store_error_on_the_last_attempt_fails_the_run_and_is_compensated(
+    runtime: Runtime, worker: Worker, tmp_path: Path
+) -> None:
+    (tmp_path / "blips").write_text("100")  # the store stays unavailable to that step
+    run = await runtime.create("saga_blips", thread_id="saga-blips", input={"messages": []})
+    done = await runtime.wait(run.run_id, timeout=60)
+    assert done.status == "error", done
+    assert done.error is not None
+    assert done.error["compensation"]["undone"] == ["email", "charge"]
+    assert _kinds(tmp_path / "world.db") == [
+        "charge",
+        "email",
+        "undo-email ada@example.com",
+        "undo-charge 4200",
+    ]
+
+
 async def test_a_rollback_cancel_compensates_before_the_run_is_deleted(
     runtime: Runtime, worker: Worker, tmp_path: Path
 ) -> None:

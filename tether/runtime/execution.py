@@ -72,11 +72,16 @@ _FLUSH_BATCH = 64
 _RETRY = "retry"  # an outcome of _outcome: hand the run back, spending an attempt
 
 
+def _retried(run: Run, error: Exception) -> bool:
+    """Whether ``error`` is a store error that passes on its own (the database, not the
+    graph) and the run has attempts left: then it runs again (neither failed nor undone);
+    on its last attempt it fails, as for any other error."""
+    return is_transient(error) and run.attempt < run.max_attempts
+
+
 def _failed(run: Run, error: Exception) -> Outcome | str:
-    """The outcome of a run whose graph raised ``error``: the run's error, or, for a
-    store error that passes on its own (the database, not the graph), a retry while
-    attempts are left (the last attempt ends with the error itself)."""
-    if is_transient(error) and run.attempt < run.max_attempts:
+    """The outcome of a run whose graph raised ``error``: the run's error, or a retry."""
+    if _retried(run, error):
         log.warning("run %s: store error, retrying the run: %s", run.run_id, error)
         return _RETRY
     return lifecycle.failed(error)
@@ -243,7 +248,7 @@ class Execution:
         except Exception as error:
             if (
                 isinstance(error, RunStopped | FenceLostError)
-                or is_transient(error)  # retried, not undone
+                or _retried(run, error)  # run again, not undone
                 or not compensating_graph(loaded)
             ):
                 raise
