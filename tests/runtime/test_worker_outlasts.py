@@ -9,6 +9,7 @@ host). PostgreSQL: the server drops every connection (a restart, a failover,
 from __future__ import annotations
 
 import asyncio
+import signal
 import sqlite3
 
 import psycopg
@@ -17,6 +18,7 @@ import pytest
 from tests.backends import drop_postgres_connections, sqlite_write_lock
 from tests.runtime.stored import thread_values
 from tests.runtime.workers import Workers
+from tests.tcp_proxy import proxied
 from tether.runtime.api import Runtime
 from tether.runtime.store.transient import is_transient
 
@@ -105,3 +107,23 @@ async def test_a_run_whose_store_errors_do_not_pass_fails_after_its_attempts(
         assert done.attempt == 3
     met = 100 - int((workers.workdir / "blips").read_text())
     assert 2 <= met <= 3, met  # an attempt each, three at most (one may go to a lost lease)
+
+
+@pytest.mark.parametrize("runtime_url", ["postgres"], indirect=True)
+async def test_a_worker_whose_database_is_gone_still_stops_on_sigterm(
+    runtime: Runtime, workers: Workers, runtime_url: str
+) -> None:
+    with proxied(runtime_url) as proxy:
+        gone = Workers(proxy.url(runtime_url), workers.workdir)
+        try:
+            (index,) = gone.start(1)
+            await asyncio.to_thread(gone.wait_ready, [index])
+            proxy.cut()
+            await asyncio.to_thread(gone.wait_log, index, "claim failed, retrying", 60)
+            gone.signal(index, signal.SIGTERM)
+            # Each call in flight gets a second, the scheduler's tick the shutdown grace
+            # (10 s here); nothing waits out the pool's 30 s connection timeout.
+            code = await asyncio.to_thread(gone.procs[index].wait, 40)
+        finally:
+            gone.stop_all()
+    assert code == 0, gone.log(index)

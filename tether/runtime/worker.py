@@ -58,6 +58,7 @@ __all__ = ["Worker", "checkpointer_options", "notifier_for", "register_graphs"]
 log = logging.getLogger("tether.runtime")
 
 SEARCHABLE = (TENANT_KEY, "tether_input", "tether_fence", "tether_worker")
+_CLAIM_GRACE_S = 1.0  # after a stop, how long a claim (or unregistering) in flight may take
 
 
 def notifier_for(url: str, store: RunStore) -> Notifier:
@@ -236,8 +237,8 @@ class Worker:
                 await webhooks.aclose(self.shutdown_grace)
                 await notifier.aclose()
                 await graph_store.aclose()
-                with contextlib.suppress(Exception):
-                    await store.unregister_worker(self.worker_id)
+                with contextlib.suppress(Exception):  # a store that does not answer: go
+                    await asyncio.wait_for(store.unregister_worker(self.worker_id), _CLAIM_GRACE_S)
 
     # -- claiming -----------------------------------------------------------------------
 
@@ -248,19 +249,13 @@ class Worker:
         while not self._stopping.is_set():
             async with notifier.subscribe("runs") as wake:
                 free = self.concurrency - len(self._held)
-                claims: list[Claim] = []
+                expired = time.monotonic() - last_expired >= poll
+                if expired:
+                    last_expired = time.monotonic()
                 try:
-                    if free > 0:
-                        self.claim_queries += 1
-                        claims = await store.claim(
-                            self.worker_id, graphs=graphs, limit=free, lease=self.lease
-                        )
-                        free -= len(claims)
-                        if free > 0 and time.monotonic() - last_expired >= poll:
-                            last_expired = time.monotonic()
-                            claims += await store.claim_expired(
-                                self.worker_id, graphs=graphs, limit=free, lease=self.lease
-                            )
+                    claims = await self._unless_stopped(
+                        self._claim(store, graphs, free, expired=expired)
+                    )
                 except Exception as exc:
                     # A claim that failed claimed nothing, or (its answer lost) a lease
                     # that expires unheld and is taken over: asking again is safe.
@@ -279,6 +274,40 @@ class Worker:
                 await asyncio.wait({stop, woken}, return_when=asyncio.FIRST_COMPLETED)
                 stop.cancel()
                 woken.cancel()
+
+    async def _claim(
+        self, store: RunStore, graphs: list[str], free: int, *, expired: bool
+    ) -> list[Claim]:
+        """Claim up to ``free`` pending runs, then (with ``expired``) runs whose lease expired."""
+        if free <= 0:
+            return []
+        self.claim_queries += 1
+        claims = await store.claim(self.worker_id, graphs=graphs, limit=free, lease=self.lease)
+        free -= len(claims)
+        if free > 0 and expired:
+            claims += await store.claim_expired(
+                self.worker_id, graphs=graphs, limit=free, lease=self.lease
+            )
+        return claims
+
+    async def _unless_stopped(self, claiming: Awaitable[list[Claim]]) -> list[Claim]:
+        """``claiming``'s claims; if the worker is stopped first, it gets a second to end,
+        and is then abandoned (a store that does not answer must not hold up a SIGTERM):
+        a run it did claim is taken over when the lease it never heard of expires."""
+        task = asyncio.ensure_future(claiming)
+        stop = asyncio.ensure_future(self._stopping.wait())
+        try:
+            await asyncio.wait({task, stop}, return_when=asyncio.FIRST_COMPLETED)
+            if not task.done():
+                await asyncio.wait({task}, timeout=_CLAIM_GRACE_S)
+        finally:
+            stop.cancel()
+        if not task.done():
+            task.cancel()
+            with contextlib.suppress(asyncio.CancelledError, Exception):
+                await task
+            return []
+        return task.result()
 
     def _start(
         self,
