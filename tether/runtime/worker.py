@@ -302,12 +302,11 @@ class Worker:
                 await asyncio.wait({task}, timeout=_CLAIM_GRACE_S)
         finally:
             stop.cancel()
-        if not task.done():
-            task.cancel()
-            with contextlib.suppress(asyncio.CancelledError, Exception):
-                await task
-            return []
-        return task.result()
+            if not task.done():  # abandoned (or this wait was cancelled): no orphan task
+                task.cancel()
+                with contextlib.suppress(asyncio.CancelledError, Exception):
+                    await task
+        return task.result() if not task.cancelled() else []
 
     def _start(
         self,

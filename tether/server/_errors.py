@@ -25,7 +25,7 @@ from tether.runtime import (
     ThreadBusyError,
     UnknownGraphError,
 )
-from tether.runtime.store.transient import is_transient, transient_types
+from tether.runtime.store import is_transient, transient_types
 
 __all__ = ["ApiError", "install_error_handlers", "status_for"]
 

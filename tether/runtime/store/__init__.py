@@ -30,6 +30,7 @@ from tether.runtime.store.base import (
 )
 from tether.runtime.store.resealing import ResealCounts
 from tether.runtime.store.retention import RetentionPlane, SubjectKind, ThreadActivity
+from tether.runtime.store.transient import is_transient, transient_types
 
 __all__ = [
     "KEEP",
@@ -46,7 +47,9 @@ __all__ = [
     "SubjectKind",
     "ThreadActivity",
     "WorkerInfo",
+    "is_transient",
     "open_run_store",
+    "transient_types",
 ]
 
 SUPPORTED = "postgresql://… or sqlite:///path"
