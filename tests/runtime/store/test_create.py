@@ -155,6 +155,80 @@ async def test_an_assistant_is_found_by_id_or_by_its_graph(store: RunStore) -> N
     assert await store.put_assistant(GRAPH, assistant_id="a1", if_exists="do_nothing") == mine
 
 
+PERSONA = {
+    "config": {"configurable": {"model": "m1", "t": 1}, "metadata": {"team": "x"}, "tags": ["a"]},
+    "context": {"tone": "warm", "sig": "A"},
+}
+
+
+def _options(run: Any) -> tuple[Any, Any]:
+    return run.kwargs.get("config"), run.kwargs.get("context")
+
+
+async def test_a_run_takes_its_assistants_config_and_context_under_its_own(
+    store: RunStore,
+) -> None:
+    """As LangGraph's server: the assistant's config and context, the run's values winning
+    (``configurable`` and ``metadata`` merged key by key), kept by the run when created."""
+    await store.put_assistant(GRAPH, assistant_id="a1", **PERSONA)
+    own = {"config": {"configurable": {"t": 2}, "metadata": {"who": "y"}}, "context": {"sig": "B"}}
+    run = (
+        await store.create_run(NewRun("a1", thread_id="t", if_not_exists="create", kwargs=own))
+    ).run
+    merged = (
+        {"configurable": {"model": "m1", "t": 2}, "metadata": {"team": "x", "who": "y"},
+         "tags": ["a"]},
+        {"tone": "warm", "sig": "B"},
+    )  # fmt: skip
+    assert _options(run) == merged
+    bare = (await store.create_run(NewRun("a1", thread_id="t2", if_not_exists="create"))).run
+    assert _options(bare) == (PERSONA["config"], PERSONA["context"])
+    # A later version of the assistant leaves the runs already created as they were.
+    await store.update_assistant("a1", context={"tone": "cold"})
+    assert _options(await store.get_run(run.run_id)) == merged
+    later = (await store.create_run(NewRun("a1", thread_id="t3", if_not_exists="create"))).run
+    assert _options(later) == (PERSONA["config"], {"tone": "cold"})
+    # A graph's system assistant has no options: the run's own are kept as given.
+    plain = await create(store, thread_id="t4", kwargs=own)
+    assert _options(plain) == (own["config"], own["context"])
+
+
+async def test_a_cron_s_runs_take_its_assistants_options(store: RunStore) -> None:
+    await store.put_assistant(GRAPH, assistant_id="a1", **PERSONA)
+    cron = await store.create_cron(
+        "a1", "* * * * *", payload={"input": {}, "context": {"sig": "C"}}
+    )
+    later = datetime.now(UTC) + timedelta(minutes=2)
+    due = [c for c in await store.due_crons(later) if c.cron_id == cron.cron_id]
+    created = await store.fire_cron(due[0], later)
+    assert created is not None
+    assert _options(created.run) == (PERSONA["config"], {"tone": "warm", "sig": "C"})
+
+
+@pytest.mark.parametrize(
+    ("config", "message"),
+    [
+        ({"configurable": {"__pregel_checkpointer": 1}}, "key '__pregel_checkpointer' is reserved"),
+        ({"configurable": {"model": "a\x00b"}}, r"\['model'\] contains a NUL character"),
+        ({"recursion_limit": 0}, "config.recursion_limit must be a whole number >= 1"),
+        ({"metadata": [1]}, "config.metadata must be a mapping"),
+    ],
+)
+async def test_an_assistant_config_no_run_may_have_is_refused(
+    store: RunStore, config: dict[str, Any], message: str
+) -> None:
+    """Every run of an assistant starts from its config, so it is checked as a run's is:
+    a reserved key would otherwise reach every run through the assistant."""
+    with pytest.raises(InvalidRunRequestError, match=message):
+        await store.put_assistant(GRAPH, assistant_id="bad", config=config)
+    with pytest.raises(AssistantNotFoundError):
+        await store.get_assistant("bad")
+    await store.put_assistant(GRAPH, assistant_id="good")
+    with pytest.raises(InvalidRunRequestError, match=message):
+        await store.update_assistant("good", config=config)
+    assert (await store.get_assistant("good")).version == 1
+
+
 async def test_a_caller_chosen_run_id_is_kept_and_may_not_repeat(store: RunStore) -> None:
     run = await create(store, run_id="run-1")
     assert run.run_id == "run-1"

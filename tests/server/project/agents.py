@@ -12,6 +12,7 @@ from langchain_core.runnables import RunnableConfig
 from langgraph.config import get_store
 from langgraph.graph import END, START, StateGraph
 from langgraph.graph.message import add_messages
+from langgraph.runtime import Runtime
 from langgraph.store.base import BaseStore
 from langgraph.types import interrupt
 from typing_extensions import TypedDict
@@ -123,6 +124,39 @@ def _chat() -> Any:
 
 
 chat = _chat()
+
+
+class Persona(TypedDict, total=False):
+    tone: str
+    signature: str
+
+
+def _configured_reply(
+    state: State, config: RunnableConfig, runtime: Runtime[Persona]
+) -> dict[str, Any]:
+    configurable = config.get("configurable") or {}
+    context = runtime.context or {}
+    return {
+        "answer": {
+            "model": configurable.get("model"),
+            "temperature": configurable.get("temperature"),
+            "tone": context.get("tone"),
+            "signature": context.get("signature"),
+            "tags": sorted(config.get("tags") or []),
+        }
+    }
+
+
+def _configured() -> Any:
+    """Answers with what its run was configured with: an assistant's options show here."""
+    graph = StateGraph(State, context_schema=Persona)
+    graph.add_node("reply", _configured_reply)
+    graph.add_edge(START, "reply")
+    graph.add_edge("reply", END)
+    return graph.compile()
+
+
+configured = _configured()
 
 
 def _nested() -> Any:

@@ -7,16 +7,23 @@ decided here, once, so PostgreSQL and SQLite behave the same.
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any, cast, get_args
 
 from tether.runtime.errors import AlreadyExistsError, InvalidRunRequestError, RunNotActiveError
 from tether.runtime.ids import check_id, new_id, system_assistant_id
 from tether.runtime.models import Assistant, CancelAction, IfExists, Run, RunStatus
-from tether.runtime.store.encoding import dumps, dumps_display
+from tether.runtime.store.encoding import dumps, dumps_display, loads
 from tether.runtime.store.sealing import Sealer
 from tether.runtime.store.types import KEEP, Hold, NewEvent, Outcome
-from tether.runtime.store.validation import COMMAND_KEYS, ValidRun, check_mapping, encode
+from tether.runtime.store.validation import (
+    COMMAND_KEYS,
+    ValidRun,
+    check_assistant_config,
+    check_mapping,
+    check_run_config,
+    encode,
+)
 
 __all__ = [
     "MISSING_SCHEMA",
@@ -47,6 +54,7 @@ __all__ = [
     "thread_marks",
     "visible_assistant",
     "where",
+    "with_assistant",
 ]
 
 
@@ -129,6 +137,38 @@ def created_event(assistant: Assistant, run: ValidRun) -> NewEvent:
             "deadline_at": None if run.deadline_at is None else run.deadline_at.isoformat(),
         },
     )
+
+
+def with_assistant(v: ValidRun, assistant: Assistant) -> ValidRun:
+    """The run's options over its assistant's, merged as LangGraph's server merges them
+    when a run is created: the assistant's ``config`` under the run's (``configurable``
+    and ``metadata`` merged key by key, the run's values winning), and the assistant's
+    ``context`` under the run's. The run keeps the result, so a later version of the
+    assistant does not change a run already queued.
+
+    Raises:
+        InvalidRunRequestError: the merged ``config`` is not one a run may have (an
+            assistant stored before its config was checked).
+    """
+    if not assistant.config and not assistant.context:
+        return v
+    kwargs = loads(v.kwargs_json)
+    own = check_mapping(kwargs.get("config"), "config")
+    base = check_mapping(assistant.config, "the assistant's config")
+    config = {**base, **own}
+    for part in ("configurable", "metadata"):
+        merged = {
+            **check_mapping(base.get(part), f"the assistant's config.{part}"),
+            **check_mapping(own.get(part), f"config.{part}"),
+        }
+        if merged:
+            config[part] = merged
+    kwargs["config"] = config
+    context = {**assistant.context, **check_mapping(kwargs.get("context"), "context")}
+    if context:
+        kwargs["context"] = context
+    check_run_config(kwargs)
+    return replace(v, kwargs_json=encode(kwargs, "kwargs", searchable=True))
 
 
 def run_params(
@@ -230,8 +270,9 @@ def new_assistant(
 ) -> NewAssistant:
     check_id(graph_id, "graph_id")
     check_if_exists(if_exists)
+    check_assistant_config(config)
     encoded = tuple(
-        encode(dict(check_mapping(value, what)), what)
+        encode(dict(check_mapping(value, what)), what, searchable=True)
         for value, what in ((config, "config"), (context, "context"), (metadata, "metadata"))
     )
     return NewAssistant(

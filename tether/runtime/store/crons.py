@@ -342,8 +342,7 @@ class CronPlane(ControlPlane):
                 assistant); call :meth:`skip_cron_slot` so the slot is not
                 tried again.
         """
-        valid = validate(cron_run_request(cron), now=now)
-        assistant = await self.get_assistant(valid.assistant_id, tenant=cron.tenant_id)
+        valid, assistant = await self._checked(cron_run_request(cron), cron.tenant_id, now)
         upcoming = next_fire(cron.schedule, cron.timezone, now)
         return await self._fire_cron(cron, now, upcoming, (valid, assistant))
 

@@ -28,7 +28,7 @@ from tether.runtime.models import Assistant, Run, Thread
 from tether.runtime.store import control
 from tether.runtime.store.encoding import dumps, dumps_display
 from tether.runtime.store.rows import Dialect
-from tether.runtime.store.validation import check_mapping, encode
+from tether.runtime.store.validation import check_assistant_config, check_mapping, encode
 
 __all__ = [
     "AssistantChange",
@@ -62,6 +62,11 @@ class AssistantChange:
     config: str
     context: str
     metadata: str
+
+
+def _assistant_config(config: object) -> Mapping[str, Any]:
+    check_assistant_config(config)
+    return check_mapping(config, "config")
 
 
 def ended_temporary(mark: str) -> str:
@@ -345,12 +350,14 @@ class EditPlane(ABC):
             name=current.name if name is None else name,
             description=current.description if description is None else description,
             config=encode(
-                dict(current.config if config is None else check_mapping(config, "config")),
+                dict(current.config if config is None else _assistant_config(config)),
                 "config",
+                searchable=True,
             ),
             context=encode(
                 dict(current.context if context is None else check_mapping(context, "context")),
                 "context",
+                searchable=True,
             ),
             metadata=encode(merged, "metadata", searchable=True),
         )

@@ -238,9 +238,16 @@ class ControlPlane(EditPlane, ABC):
     # -- runs -----------------------------------------------------------------------------
 
     async def create_run(self, request: NewRun, *, tenant: str = "") -> Created:
-        valid = validate(request, now=datetime.now(UTC))
-        assistant = await self.get_assistant(valid.assistant_id, tenant=tenant)
+        valid, assistant = await self._checked(request, tenant, datetime.now(UTC))
         return await self._create_run(valid, assistant, tenant)
+
+    async def _checked(
+        self, request: NewRun, tenant: str, now: datetime
+    ) -> tuple[ValidRun, Assistant]:
+        """The request checked, over its assistant's options, and the assistant."""
+        valid = validate(request, now=now)
+        assistant = await self.get_assistant(valid.assistant_id, tenant=tenant)
+        return control.with_assistant(valid, assistant), assistant
 
     async def get_run(self, run_id: str, *, tenant: str = "") -> Run:
         found = await self._find_run(run_id, tenant)

@@ -25,6 +25,7 @@ from tether.runtime.webhooks import WebhookRefusedError, url_form
 __all__ = [
     "COMMAND_KEYS",
     "ValidRun",
+    "check_assistant_config",
     "check_mapping",
     "check_run_config",
     "encode",
@@ -134,6 +135,12 @@ def check_run_config(kwargs: Mapping[str, Any]) -> None:
             "are set by LangGraph and tether, not by a run's caller"
         )
     _check_config_fields(config)
+
+
+def check_assistant_config(config: object) -> None:
+    """An assistant's ``config``: what :func:`check_run_config` allows a run, since every
+    run of the assistant starts from it (its ``configurable`` keys included)."""
+    check_run_config({"config": config})
 
 
 def _check_config_fields(config: Mapping[str, Any]) -> None:
