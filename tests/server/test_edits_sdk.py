@@ -12,7 +12,12 @@ import pytest
 from langgraph.pregel.remote import RemoteGraph
 from langgraph_sdk import get_client, get_sync_client
 from langgraph_sdk.client import LangGraphClient
-from langgraph_sdk.errors import ConflictError, NotFoundError, UnprocessableEntityError
+from langgraph_sdk.errors import (
+    BadRequestError,
+    ConflictError,
+    NotFoundError,
+    UnprocessableEntityError,
+)
 
 SYSTEM = UUID("6ba7b821-9dad-11d1-80b4-00c04fd430c8")
 ECHOED = {"text": "x", "trace": ["a", "b", "c"]}
@@ -98,9 +103,76 @@ async def test_update_state_resolves_an_interrupt(client: LangGraphClient) -> No
     assert (await client.threads.get(tid))["status"] == "idle"
 
 
+async def test_a_thread_created_with_supersteps_starts_from_them(client: LangGraphClient) -> None:
+    """``threads.create(supersteps=…)`` seeds a thread's state, as if its nodes had run;
+    a run then continues from it."""
+    thread = await client.threads.create(
+        graph_id="echo",
+        supersteps=[
+            {"updates": [{"values": {"text": "seeded"}, "as_node": "__start__"}]},
+            {"updates": [{"values": {"trace": ["a"]}, "as_node": "a"}]},
+        ],
+    )
+    tid = thread["thread_id"]
+    state = await client.threads.get_state(tid)
+    assert (state["values"], state["next"]) == ({"text": "seeded", "trace": ["a"]}, ["b"])
+    history = await client.threads.get_history(tid)
+    # what LangGraph's bulk_update_state writes in process, checkpoint for checkpoint
+    assert [(h["metadata"]["source"], h["next"]) for h in history] == [
+        ("update", ["b"]),
+        ("update", ["a"]),
+    ]
+    assert (await client.threads.get(tid))["values"] == {"text": "seeded", "trace": ["a"]}
+    out = await client.runs.wait(tid, "echo", input=None)
+    assert out == {"text": "seeded", "trace": ["a", "b", "c"]}
+    ran = len(await client.threads.get_history(tid))
+    assert ran == len(history) + 2  # b and c
+    # Retried with if_exists="do_nothing", the thread is returned as it is: applied once.
+    again = await client.threads.create(
+        thread_id=tid,
+        graph_id="echo",
+        if_exists="do_nothing",
+        supersteps=[{"updates": [{"values": {"trace": ["z"]}, "as_node": "c"}]}],
+    )
+    assert again["thread_id"] == tid
+    assert len(await client.threads.get_history(tid)) == ran
+
+
+async def test_supersteps_that_cannot_be_applied_leave_no_thread(client: LangGraphClient) -> None:
+    tid = str(uuid4())
+    with pytest.raises(UnprocessableEntityError, match="Node no-such-node does not exist"):
+        await client.threads.create(
+            thread_id=tid,
+            graph_id="echo",
+            supersteps=[{"updates": [{"values": {"text": "x"}, "as_node": "no-such-node"}]}],
+        )
+    with pytest.raises(NotFoundError):
+        await client.threads.get(tid)
+    with pytest.raises(UnprocessableEntityError, match="supersteps need the thread's graph"):
+        await client.threads.create(
+            thread_id=tid, supersteps=[{"updates": [{"values": {}, "as_node": "a"}]}]
+        )
+    with pytest.raises(NotFoundError, match=r"graph 'nope' is not in langgraph\.json"):
+        await client.threads.create(
+            thread_id=tid,
+            graph_id="nope",
+            supersteps=[{"updates": [{"values": {}, "as_node": "a"}]}],
+        )
+    http = client.http.client
+    for supersteps in ([{"updates": []}], [{"updates": [{"values": {}}]}], "x", [{"u": 1}]):
+        answer = await http.post(
+            "/threads",
+            json={"thread_id": tid, "metadata": {"graph_id": "echo"}, "supersteps": supersteps},
+        )
+        assert answer.status_code == 422, (supersteps, answer.text)
+    with pytest.raises(NotFoundError):
+        await client.threads.get(tid)
+
+
 async def test_update_state_refusals(client: LangGraphClient) -> None:
     bare = await client.threads.create()
-    with pytest.raises(ConflictError, match="has no graph yet"):
+    # LangGraph's server answers 400 here too
+    with pytest.raises(BadRequestError, match="has no graph yet"):
         await client.threads.update_state(bare["thread_id"], {"text": "x"})
     with pytest.raises(NotFoundError, match="no thread 'state-missing'"):
         await client.threads.update_state("state-missing", {"text": "x"})
@@ -341,6 +413,51 @@ async def test_assistant_delete(client: LangGraphClient) -> None:
     await client.assistants.delete(other["assistant_id"], delete_threads=True)
     with pytest.raises(NotFoundError):
         await client.threads.get(tid)
+
+
+async def test_an_assistants_config_and_context_reach_its_runs(client: LangGraphClient) -> None:
+    """A new user's first reason to create an assistant: the same graph with another model
+    or persona. Its config and context were stored but never reached a run."""
+    made = await client.assistants.create(
+        "configured",
+        config={"configurable": {"model": "m1", "temperature": 0.2}, "tags": ["persona"]},
+        context={"tone": "warm", "signature": "Ann"},
+        name="warm",
+    )
+    aid = made["assistant_id"]
+    thread = await client.threads.create()
+    out = await client.runs.wait(thread["thread_id"], aid, input={})
+    assert {k: v for k, v in out["answer"].items() if k != "tags"} == {
+        "model": "m1", "temperature": 0.2, "tone": "warm", "signature": "Ann",
+    }  # fmt: skip
+    assert "persona" in out["answer"]["tags"]
+    # The run's own values win, key by key; a stateless run is merged the same way.
+    out = await client.runs.wait(
+        None,
+        aid,
+        input={},
+        config={"configurable": {"temperature": 0.9}},
+        context={"signature": "Bo"},
+    )
+    assert out["answer"]["model"] == "m1"
+    assert (out["answer"]["temperature"], out["answer"]["tone"]) == (0.9, "warm")
+    assert out["answer"]["signature"] == "Bo"
+    # A run queued before the assistant changes keeps the version it was created with.
+    queued = await client.runs.create(thread["thread_id"], aid, input={}, after_seconds=1)
+    await client.assistants.update(aid, context={"tone": "cold"})
+    await client.runs.join(thread["thread_id"], queued["run_id"])
+    state = await client.threads.get_state(thread["thread_id"])
+    assert state["values"]["answer"]["tone"] == "warm"
+    out = await client.runs.wait(thread["thread_id"], aid, input={})
+    assert (out["answer"]["tone"], out["answer"]["signature"]) == ("cold", None)
+    # The graph's own assistant has none of them.
+    out = await client.runs.wait(None, "configured", input={})
+    assert (out["answer"]["model"], out["answer"]["tone"]) == (None, None)
+    # A config no run may have is refused when the assistant is made, naming the key.
+    with pytest.raises(UnprocessableEntityError, match="'__pregel_checkpointer' is reserved"):
+        await client.assistants.create(
+            "configured", config={"configurable": {"__pregel_checkpointer": "x"}}
+        )
 
 
 async def test_assistant_search_sorted_and_selected(client: LangGraphClient) -> None:

@@ -183,13 +183,31 @@ class CancelMany(_Body):
     assistant_id: str | None = None
 
 
+class SuperstepUpdate(BaseModel):
+    """One update of a superstep: ``values`` (or a ``command``) as node ``as_node`` wrote it."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    values: dict[str, Any] | list[Any] | None = None
+    command: dict[str, Any] | None = None
+    as_node: str
+
+
+class Superstep(BaseModel):
+    """A superstep of a new thread: updates applied together, as one step's writes."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    updates: list[SuperstepUpdate] = Field(min_length=1)
+
+
 class ThreadCreate(_Body):
     """``POST /threads``."""
 
     thread_id: str | None = None
     metadata: dict[str, Any] | None = None
     if_exists: Literal["raise", "do_nothing"] = "raise"
-    supersteps: list[Any] | None = None
+    supersteps: list[Superstep] | None = Field(default=None, max_length=1000)
     ttl: Any = None
 
 

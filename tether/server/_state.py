@@ -1,32 +1,39 @@
-"""Changing a thread's state outside a run: ``update_state``, ``copy`` and ``prune``.
+"""Changing a thread's state outside a run: ``update_state``, a new thread's
+``supersteps``, ``copy`` and ``prune``.
 
 A state update goes through the thread's graph compiled with the runtime's
-checkpointer (``graph.aupdate_state``), as LangGraph's server does, and the new
-state's values, interrupts and status are then recorded on the thread in the
-run store, so ``threads.get`` and thread search show what ``get_state`` shows.
-A thread with a run pending or running is refused (409): the run's worker owns
-its checkpoints until it stops.
+checkpointer (``graph.aupdate_state``, or ``abulk_update_state`` for
+supersteps), as LangGraph's server does, and the new state's values, interrupts
+and status are then recorded on the thread in the run store, so ``threads.get``
+and thread search show what ``get_state`` shows. A thread with a run pending or
+running is refused (409): the run's worker owns its checkpoints until it stops.
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Awaitable, Callable, Mapping, Sequence
 from typing import Any, cast
 
 from langgraph.errors import InvalidUpdateError
+from langgraph.types import Command, StateUpdate
 
 from tether.runtime import Thread, ThreadBusyError, lifecycle, streaming
 from tether.server._errors import ApiError
 from tether.server._served import Served
 
-__all__ = ["copy_thread", "prune_threads", "update_state"]
+__all__ = ["apply_supersteps", "copy_thread", "prune_threads", "update_state"]
+
+# What a reducer or LangGraph raises for an update it refuses (add_messages raises
+# NotImplementedError for a non-message).
+_REFUSED = (InvalidUpdateError, ValueError, KeyError, TypeError, NotImplementedError)
+Write = Callable[[Any, Any], Awaitable[Any]]
 
 
 async def _graph_of(srv: Served, thread: Thread) -> str:
     graph_id = await srv.thread_graph(thread)
     if graph_id is None:
         raise ApiError(
-            409,
+            400,
             f"thread {thread.thread_id!r} has no graph yet: no run was made on it and its "
             "metadata names no graph_id (create it with graph_id, or run it once)",
         )
@@ -84,15 +91,61 @@ async def update_state(
     await _check_free(srv, thread_id)
     await _check_no_approval(srv, thread_id)
     await srv.require_checkpoint(thread_id, checkpoint)
+
+    async def write(graph: Any, config: Any) -> Any:
+        return await graph.aupdate_state(config, values, as_node=as_node)
+
+    written = await _write_state(srv, thread_id, graph_id, checkpoint, write)
+    return {"checkpoint": _checkpoint(cast(Mapping[str, Any], written))}
+
+
+async def apply_supersteps(
+    srv: Served, thread: Thread, supersteps: Sequence[Sequence[Mapping[str, Any]]]
+) -> None:
+    """Write a new thread's first checkpoints, one per superstep, each superstep's updates
+    applied as if their ``as_node`` nodes wrote them in one step (LangGraph's
+    ``threads.create(supersteps=…)``). Each update is ``values`` or a ``command``."""
+    await srv.authorize_thread(thread.thread_id, "update")
+    graph_id = await _graph_of(srv, thread)
+    steps = [
+        [
+            StateUpdate(
+                cast(Any, _command(u["command"]) if u.get("command") else u.get("values")),
+                u["as_node"],
+            )
+            for u in updates
+        ]
+        for updates in supersteps
+    ]
+
+    async def write(graph: Any, config: Any) -> Any:
+        return await graph.abulk_update_state(config, steps)
+
+    await _write_state(srv, thread.thread_id, graph_id, None, write)
+
+
+def _command(value: Mapping[str, Any]) -> Command[Any]:
+    return Command(
+        resume=value.get("resume"), update=value.get("update"), goto=value.get("goto") or ()
+    )
+
+
+async def _write_state(
+    srv: Served,
+    thread_id: str,
+    graph_id: str,
+    checkpoint: Mapping[str, Any] | None,
+    write: Write,
+) -> Any:
+    """Run ``write`` on the thread's graph, then record the new state on the thread."""
     config = srv.config(thread_id, checkpoint)
     config["configurable"]["tenant_id"] = srv.runtime.tenant
     config["metadata"] = {"graph_id": graph_id}  # how a later read finds the graph
     saver = await srv.runtime.checkpointer()
     async with srv.project.graph(graph_id, config, saver) as graph:
         try:
-            written = await graph.aupdate_state(config, values, as_node=as_node)
-        # a reducer's refusal (add_messages raises NotImplementedError for a non-message)
-        except (InvalidUpdateError, ValueError, KeyError, TypeError, NotImplementedError) as exc:
+            written = await write(graph, config)
+        except _REFUSED as exc:
             raise ApiError(422, f"cannot update the state of thread {thread_id!r}: {exc}") from exc
         head = srv.config(thread_id, None)
         snapshot = await graph.aget_state(head)
@@ -103,7 +156,7 @@ async def update_state(
         interrupts=streaming.to_json(lifecycle.interrupts_by_task(snapshot.tasks)),
         status="interrupted" if snapshot.next else "idle",
     )
-    return {"checkpoint": _checkpoint(cast(Mapping[str, Any], written))}
+    return written
 
 
 async def copy_thread(srv: Served, thread_id: str) -> Thread:

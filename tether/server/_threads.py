@@ -38,17 +38,49 @@ _PAGE = 1000
 
 @router.post("/threads")
 async def create_thread(body: ThreadCreate, srv: Srv) -> dict[str, Any]:
-    if body.supersteps:
-        raise ApiError(422, "supersteps are not supported by tether serve yet; omit them")
+    """A new thread; with ``supersteps``, its first checkpoints too. Supersteps are applied
+    only to a thread this request made (``if_exists="do_nothing"`` returns an existing
+    thread as it is, so a retried request does not apply them twice); if they cannot be,
+    the thread is deleted again and the answer names the problem."""
     if body.ttl is not None:
         raise ApiError(422, "ttl is not supported by tether serve yet; omit it")
+    steps = [[u.model_dump() for u in s.updates] for s in body.supersteps or ()]
+    if steps:
+        _check_superstep_graph(srv, body.metadata)
+    existed = body.thread_id is not None and await _exists(srv, body.thread_id)
     thread = await srv.runtime.store.create_thread(
         tenant=srv.runtime.tenant,
         thread_id=body.thread_id,
         metadata=body.metadata,
         if_exists=body.if_exists,
     )
+    if steps and not existed:
+        try:
+            await _state.apply_supersteps(srv, thread, steps)
+        except BaseException:
+            await srv.runtime.store.delete_thread(thread.thread_id, tenant=srv.runtime.tenant)
+            raise
+        thread = await srv.runtime.get_thread(thread.thread_id)
     return thread_json(thread)
+
+
+def _check_superstep_graph(srv: Served, metadata: dict[str, Any] | None) -> None:
+    graph_id = (metadata or {}).get("graph_id")
+    if not isinstance(graph_id, str) or not graph_id:
+        raise ApiError(
+            422,
+            "supersteps need the thread's graph: give graph_id (metadata.graph_id) to apply them",
+        )
+    if graph_id not in srv.project.graph_ids:
+        raise ApiError(404, f"graph {graph_id!r} is not in langgraph.json")
+
+
+async def _exists(srv: Served, thread_id: str) -> bool:
+    try:
+        await srv.runtime.get_thread(thread_id)
+    except LookupError:
+        return False
+    return True
 
 
 @router.get("/threads/{thread_id}")
