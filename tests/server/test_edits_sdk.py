@@ -4,6 +4,7 @@ versions and subgraphs, thread search by values, stateless cleanup, RemoteGraph.
 
 from __future__ import annotations
 
+import asyncio
 from typing import Any
 from uuid import UUID, uuid4, uuid5
 
@@ -136,6 +137,27 @@ async def test_a_thread_created_with_supersteps_starts_from_them(client: LangGra
     )
     assert again["thread_id"] == tid
     assert len(await client.threads.get_history(tid)) == ran
+
+
+async def test_concurrent_retries_of_a_create_with_supersteps_apply_them_once(
+    client: LangGraphClient,
+) -> None:
+    """A client retrying a create (``if_exists="do_nothing"``) while the first try is in
+    flight gets the same thread, whose supersteps were applied by exactly one request."""
+    supersteps = [{"updates": [{"values": {"trace": ["a"]}, "as_node": "a"}]}]
+    for _ in range(3):
+        tid = str(uuid4())
+        made = await asyncio.gather(
+            *(
+                client.threads.create(
+                    thread_id=tid, graph_id="echo", supersteps=supersteps, if_exists="do_nothing"
+                )
+                for _ in range(4)
+            )
+        )
+        assert {m["thread_id"] for m in made} == {tid}
+        history = await client.threads.get_history(tid)
+        assert [h["values"] for h in history] == [{"trace": ["a"]}]
 
 
 async def test_supersteps_that_cannot_be_applied_leave_no_thread(client: LangGraphClient) -> None:

@@ -47,14 +47,13 @@ async def create_thread(body: ThreadCreate, srv: Srv) -> dict[str, Any]:
     steps = [[u.model_dump() for u in s.updates] for s in body.supersteps or ()]
     if steps:
         _check_superstep_graph(srv, body.metadata)
-    existed = body.thread_id is not None and await _exists(srv, body.thread_id)
-    thread = await srv.runtime.store.create_thread(
+    thread, made = await srv.runtime.store.put_thread(
         tenant=srv.runtime.tenant,
         thread_id=body.thread_id,
         metadata=body.metadata,
         if_exists=body.if_exists,
     )
-    if steps and not existed:
+    if steps and made:
         try:
             await _state.apply_supersteps(srv, thread, steps)
         except BaseException:
@@ -73,14 +72,6 @@ def _check_superstep_graph(srv: Served, metadata: dict[str, Any] | None) -> None
         )
     if graph_id not in srv.project.graph_ids:
         raise ApiError(404, f"graph {graph_id!r} is not in langgraph.json")
-
-
-async def _exists(srv: Served, thread_id: str) -> bool:
-    try:
-        await srv.runtime.get_thread(thread_id)
-    except LookupError:
-        return False
-    return True
 
 
 @router.get("/threads/{thread_id}")

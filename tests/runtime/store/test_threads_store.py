@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import asyncio
+
 import pytest
 
 from tests.runtime.store.actions import claim_one, create
@@ -28,6 +30,19 @@ async def test_an_existing_thread_raises_unless_do_nothing(store: RunStore) -> N
     # Another tenant's thread is taken too, but never returned.
     with pytest.raises(AlreadyExistsError):
         await store.create_thread(thread_id="t", tenant="b", if_exists="do_nothing")
+
+
+async def test_put_thread_says_which_of_concurrent_calls_made_the_thread(
+    store: RunStore,
+) -> None:
+    made = await asyncio.gather(
+        *(store.put_thread(thread_id="t", if_exists="do_nothing") for _ in range(5))
+    )
+    assert sorted(inserted for _, inserted in made) == [False, False, False, False, True]
+    assert all(thread == made[0][0] for thread, _ in made)
+    assert (await store.put_thread(thread_id="t", if_exists="do_nothing"))[1] is False
+    with pytest.raises(AlreadyExistsError):
+        await store.put_thread(thread_id="t")
 
 
 @pytest.mark.parametrize(

@@ -156,6 +156,18 @@ class RunStore(Protocol):
             AlreadyExistsError: the id is taken (``if_exists="raise"``, or by another tenant).
         """
 
+    async def put_thread(
+        self,
+        *,
+        tenant: str = "",
+        thread_id: str | None = None,
+        metadata: Mapping[str, Any] | None = None,
+        if_exists: IfExists = "raise",
+    ) -> tuple[Thread, bool]:
+        """:meth:`create_thread`, and whether this call made the thread (``False``: it
+        existed, and ``if_exists="do_nothing"`` returned it). Of concurrent calls for one
+        id, exactly one made it."""
+
     async def get_thread(self, thread_id: str, *, tenant: str = "") -> Thread:
         """Raises ``ThreadNotFoundError`` for a missing or foreign thread."""
 

@@ -203,13 +203,26 @@ class ControlPlane(EditPlane, ABC):
         metadata: Mapping[str, Any] | None = None,
         if_exists: IfExists = "raise",
     ) -> Thread:
+        made = await self.put_thread(
+            tenant=tenant, thread_id=thread_id, metadata=metadata, if_exists=if_exists
+        )
+        return made[0]
+
+    async def put_thread(
+        self,
+        *,
+        tenant: str = "",
+        thread_id: str | None = None,
+        metadata: Mapping[str, Any] | None = None,
+        if_exists: IfExists = "raise",
+    ) -> tuple[Thread, bool]:
         thread_id = new_id() if thread_id is None else check_id(thread_id, "thread_id")
         control.check_if_exists(if_exists)
         meta = encode(dict(check_mapping(metadata, "metadata")), "metadata", searchable=True)
         stored, inserted = await self._put_thread(thread_id, tenant, meta)
         if not inserted:
             control.existing_thread(stored.tenant_id, thread_id, tenant, if_exists)
-        return stored
+        return stored, inserted
 
     async def get_thread(self, thread_id: str, *, tenant: str = "") -> Thread:
         found = await self._find_thread(thread_id, tenant)
