@@ -108,6 +108,27 @@ async def test_owner_filters_keep_users_apart(base: str) -> None:
     assert await status_of(bob.threads.create(thread_id=thread_id, if_exists="do_nothing")) == 409
 
 
+async def test_a_thread_made_with_supersteps_is_its_makers(base: str) -> None:
+    """Supersteps go through the same ``threads.create`` handler (which sets the owner) and
+    then ``threads.update``; another user's retry of the same id changes nothing."""
+    alice, bob = as_user(base, "alice"), as_user(base, "bob")
+    tid = str(uuid4())
+    supersteps = [{"updates": [{"values": {"trace": ["a"]}, "as_node": "a"}]}]
+    made = await alice.threads.create(thread_id=tid, graph_id="echo", supersteps=supersteps)
+    assert made["metadata"]["owner"] == "alice"
+    assert (await alice.threads.get_state(tid))["values"] == {"trace": ["a"]}
+    assert await status_of(bob.threads.get_state(tid)) == 404
+    assert (
+        await status_of(
+            bob.threads.create(
+                thread_id=tid, graph_id="echo", supersteps=supersteps, if_exists="do_nothing"
+            )
+        )
+        == 409
+    )
+    assert len(await alice.threads.get_history(tid)) == 1
+
+
 async def test_owner_filters_cover_edits_copies_and_run_deletes(base: str) -> None:
     alice, bob = as_user(base, "alice"), as_user(base, "bob")
     thread = await alice.threads.create(metadata={"topic": "edits"})

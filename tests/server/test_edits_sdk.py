@@ -253,6 +253,24 @@ async def test_history_before_limit_and_metadata(client: LangGraphClient) -> Non
     assert [h["values"]["trace"] for h in steps] == [["a"]]
 
 
+async def test_a_runs_metadata_reaches_its_checkpoints(client: LangGraphClient) -> None:
+    """As on LangGraph's server: a run's metadata is in its config's, so its checkpoints
+    carry it (scalar values) and a history filter finds that run's checkpoints."""
+    thread = await client.threads.create()
+    tid = thread["thread_id"]
+    tagged = await client.runs.create(
+        tid, "echo", input={"text": "x"}, metadata={"who": "ann", "n": 3, "run_id": "spoofed"}
+    )
+    await client.runs.join(tid, tagged["run_id"])
+    await client.runs.wait(tid, "echo", input={"text": "y"})
+    mine = await client.threads.get_history(tid, limit=100, metadata={"who": "ann"})
+    assert len(mine) == 5  # input, start, a, b, c
+    assert {(h["metadata"]["n"], h["metadata"]["run_id"]) for h in mine} == {
+        (3, tagged["run_id"])
+    }  # tether's own keys win over the run's
+    assert len(await client.threads.get_history(tid, limit=100)) == 10
+
+
 async def test_copy_takes_metadata_state_and_history_not_runs(client: LangGraphClient) -> None:
     tid = await _echoed(client, team="copying")
     copy = await client.threads.copy(tid)

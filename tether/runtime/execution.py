@@ -316,7 +316,9 @@ class Execution:
         configurable.update(thread_id=run.thread_id, tenant_id=run.tenant_id)
         # LangGraph tells this observer of each attempt it times: step.timeout events.
         configurable[OBSERVER_KEY] = attempt_observer(ctx.events)
-        metadata = dict(given.get("metadata") or {})
+        # As on LangGraph's server, the run's metadata is in its config's (under the keys
+        # set here), so it reaches the run's checkpoints and history filters find it.
+        metadata = {**(given.get("metadata") or {}), **run.metadata}
         metadata.update(
             run_id=run.run_id,
             tether_input=input_token(run),

@@ -10,7 +10,8 @@ run store call                resource.action             the filter applies to
 ``put_assistant``             ``assistants.create``       an existing assistant
 ``get_assistant``             ``assistants.read``         the assistant's metadata
 assistant search              ``assistants.search``       each assistant's metadata
-``create_thread``             ``threads.create``          an existing thread
+``create_thread``,            ``threads.create``          an existing thread
+``put_thread``
 ``get_thread``                ``threads.read``            the thread's metadata
 ``list_threads``              ``threads.search``          each thread's metadata
 ``delete_thread``             ``threads.delete``          the thread's metadata
@@ -165,13 +166,26 @@ class GuardedStore:
         metadata: Mapping[str, Any] | None = None,
         if_exists: Any = "raise",
     ) -> Thread:
+        made = await self.put_thread(
+            tenant=tenant, thread_id=thread_id, metadata=metadata, if_exists=if_exists
+        )
+        return made[0]
+
+    async def put_thread(
+        self,
+        *,
+        tenant: str = "",
+        thread_id: str | None = None,
+        metadata: Mapping[str, Any] | None = None,
+        if_exists: Any = "raise",
+    ) -> tuple[Thread, bool]:
         value = {"thread_id": thread_id, "metadata": dict(metadata or {}), "if_exists": if_exists}
         filters = await self._authorize("threads", "create", value)
         if filters and thread_id is not None:
             existing = await self._thread_or_none(thread_id, tenant)
             if existing is not None and not matches(existing.metadata, filters):
                 raise AlreadyExistsError(f"thread {thread_id!r} already exists")
-        return await self._inner.create_thread(
+        return await self._inner.put_thread(
             tenant=tenant, thread_id=thread_id, metadata=value["metadata"], if_exists=if_exists
         )
 
