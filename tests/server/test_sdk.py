@@ -10,7 +10,12 @@ import httpx
 import pytest
 from langgraph_sdk import get_client, get_sync_client
 from langgraph_sdk.client import LangGraphClient
-from langgraph_sdk.errors import ConflictError, NotFoundError, UnprocessableEntityError
+from langgraph_sdk.errors import (
+    BadRequestError,
+    ConflictError,
+    NotFoundError,
+    UnprocessableEntityError,
+)
 
 GRAPHS = ("echo", "ask", "ticker", "boom", "chat", "broken")
 SYSTEM = UUID("6ba7b821-9dad-11d1-80b4-00c04fd430c8")
@@ -231,6 +236,27 @@ async def test_interrupt_then_resume_with_a_command(client: LangGraphClient) -> 
         "answer": "yes",
     }
     assert [r["status"] for r in await client.runs.list(tid)] == ["success", "success"]
+
+
+async def test_wait_answers_every_interrupt_of_a_step(client: LangGraphClient) -> None:
+    """Two nodes that interrupt in one step are two events; ``runs.wait`` answers with both,
+    as LangGraph's server does (it answered with the last one only)."""
+    thread = await client.threads.create()
+    tid = thread["thread_id"]
+    out = await client.runs.wait(tid, "pair", input={})
+    assert sorted(i["value"] for i in out["__interrupt__"]) == ["left?", "right?"]
+    state = await client.threads.get_state(tid)
+    ids = {i["value"]: i["id"] for i in state["interrupts"]}
+    out = await client.runs.wait(tid, "pair", command={"resume": {ids["left?"]: "L"}})
+    assert [i["value"] for i in out["__interrupt__"]] == ["right?"]
+    # Both answers set `answer` in one step: LangGraph's conflict. The run fails with it,
+    # and the thread's state, which LangGraph cannot assemble, is a 400, not a 500.
+    out = await client.runs.wait(
+        tid, "pair", command={"resume": {ids["right?"]: "R"}}, raise_error=False
+    )
+    assert "Can receive only one value per step" in str(out["__error__"])
+    with pytest.raises(BadRequestError, match="cannot be read: At key 'answer'"):
+        await client.threads.get_state(tid)
 
 
 async def test_cancel_a_running_run(client: LangGraphClient) -> None:

@@ -14,12 +14,14 @@ not offer yet are composed here from public pieces (``Runtime.store``,
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
+from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Any, cast
 
 from fastapi import Request
 from langchain_core.runnables import RunnableConfig
+from langgraph.errors import InvalidUpdateError
 
 from tether.debug import DebugError, timeline
 from tether.runtime import Run, Runtime, Thread, WebhookRefusedError
@@ -127,7 +129,8 @@ class Served:
             if await saver.aget_tuple(config) is None:
                 await self.require_checkpoint(thread_id, checkpoint)  # 404 if one was named
                 return empty_state(thread_id)
-            snapshot = await graph.aget_state(config, subgraphs=subgraphs)
+            with _unreadable_state(thread_id):
+                snapshot = await graph.aget_state(config, subgraphs=subgraphs)
         return state_json(snapshot)
 
     async def steps(self, thread_id: str) -> list[dict[str, Any]]:
@@ -181,13 +184,14 @@ class Served:
         states = []
         async with self.project.graph(graph_id, config, saver) as graph:
             try:
-                async for snapshot in graph.aget_state_history(
-                    config,
-                    limit=limit,
-                    before=self.config(thread_id, before) if before else None,
-                    filter=dict(metadata) if metadata else None,
-                ):
-                    states.append(state_json(snapshot))
+                with _unreadable_state(thread_id):
+                    async for snapshot in graph.aget_state_history(
+                        config,
+                        limit=limit,
+                        before=self.config(thread_id, before) if before else None,
+                        filter=dict(metadata) if metadata else None,
+                    ):
+                        states.append(state_json(snapshot))
             except ValueError as exc:
                 if not metadata:
                     raise
@@ -212,29 +216,42 @@ class Served:
     # -- runs -------------------------------------------------------------------------------
 
     async def join_body(self, run: Run) -> Any:
-        """What ``join`` and ``wait`` answer for a run that has stopped (design §2.9).
+        """What ``join`` and ``wait`` answer for a run that has stopped (design §2.9), as
+        LangGraph's server answers:
 
-        The last ``error`` event as ``{"__error__": ...}``, else the data of the
-        last root ``values`` event (``{"__interrupt__": [...]}`` when the run
-        stopped at an interrupt), else the thread as it is now.
+        - the last ``error`` event as ``{"__error__": ...}``;
+        - else, if the run stopped at interrupts, its root ``values`` or ``updates`` events
+          that carry them: the one, or ``{"__interrupt__": [...]}`` with all of them (two
+          nodes interrupting in one step are two events);
+        - else the data of the last root ``values`` event;
+        - else the thread as it is now.
         """
         last_values: Any = None
         found_values = False
+        interrupted: list[Any] = []
         after = 0
         while True:
             page = await self.runtime.events(
-                run.run_id, after=after, limit=_PAGE, kinds=("values", "error")
+                run.run_id, after=after, limit=_PAGE, kinds=("values", "updates", "error")
             )
             for event in page:
                 if event.kind == "error":
                     return {"__error__": event.data}
-                if not event.ns:
+                if event.ns:
+                    continue
+                if _interrupts_in(event.data):
+                    interrupted.append(event.data)
+                elif event.kind == "values":
                     last_values, found_values = event.data, True
             if len(page) < _PAGE:
                 break
             after = page[-1].seq
         if run.status == "error" and run.error:
             return {"__error__": dict(run.error)}
+        if len(interrupted) > 1:
+            return {"__interrupt__": [i for data in interrupted for i in _interrupts_in(data)]}
+        if interrupted:
+            return interrupted[0]
         if found_values:
             return last_values
         return await self._thread_values(run.thread_id)
@@ -249,6 +266,22 @@ class Served:
         if thread.status == "interrupted" and thread.interrupts:
             return {"__interrupt__": [i for items in thread.interrupts.values() for i in items]}
         return thread.values if thread.values is not None else {}
+
+
+@contextmanager
+def _unreadable_state(thread_id: str) -> Iterator[None]:
+    """A state LangGraph cannot assemble (its pending writes conflict: two tasks of one step
+    wrote a key that takes one value) is the thread's problem, not the server's: 400, as
+    LangGraph's server answers."""
+    try:
+        yield
+    except InvalidUpdateError as exc:
+        raise ApiError(400, f"the state of thread {thread_id!r} cannot be read: {exc}") from None
+
+
+def _interrupts_in(data: Any) -> list[Any]:
+    found = data.get("__interrupt__") if isinstance(data, dict) else None
+    return found if isinstance(found, list) else []
 
 
 def _checked_address(key: str, value: Any) -> Any:

@@ -159,6 +159,27 @@ def _configured() -> Any:
 configured = _configured()
 
 
+def _side(name: str) -> Any:
+    def node(state: State) -> dict[str, Any]:
+        return {"answer": interrupt(f"{name}?"), "trace": [name]}
+
+    return node
+
+
+def _pair() -> Any:
+    """Two nodes of one step that each interrupt, and whose answers both set ``answer``
+    (a key that takes one value per step: resuming both is LangGraph's conflict error)."""
+    graph = StateGraph(State)
+    for name in ("left", "right"):
+        graph.add_node(name, _side(name))
+        graph.add_edge(START, name)
+        graph.add_edge(name, END)
+    return graph.compile()
+
+
+pair = _pair()
+
+
 def _nested() -> Any:
     inner = StateGraph(State)
     inner.add_node("deep", _echo())
