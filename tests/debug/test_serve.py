@@ -9,7 +9,12 @@ from pathlib import Path
 
 import pytest
 from langgraph_sdk import get_client
-from langgraph_sdk.errors import ConflictError, NotFoundError, UnprocessableEntityError
+from langgraph_sdk.errors import (
+    BadRequestError,
+    ConflictError,
+    NotFoundError,
+    UnprocessableEntityError,
+)
 
 from tests.debug.refund import builder, model_calls, payments
 from tests.server.conftest import ServeProcess
@@ -200,14 +205,14 @@ async def test_the_fork_and_what_if_routes_refuse_bad_input(served: ServeProcess
         await client.http.post(what_if, json={"output": "x"})
     assert "step" in str(refused.value.response.json()["detail"])
     # A bad update: refused, and the half-made fork is gone.
-    with pytest.raises(UnprocessableEntityError, match="cannot update the state"):
+    with pytest.raises(BadRequestError, match="cannot update the state"):
         await client.http.post(fork, json={"step": 1, "as_node": "nope", "thread_id": "f-bad"})
     with pytest.raises(NotFoundError):
         await client.threads.get("f-bad")
     not_messages = {"step": 1, "update": {"messages": 5}, "as_node": "agent"}
-    with pytest.raises(UnprocessableEntityError, match="Unsupported message type"):
+    with pytest.raises(BadRequestError, match="Unsupported message type"):
         await client.http.post(fork, json=not_messages)
-    with pytest.raises(UnprocessableEntityError, match="Unsupported message type"):
+    with pytest.raises(BadRequestError, match="Unsupported message type"):
         await client.threads.update_state(thread_id, {"messages": 5}, as_node="agent")
     # A taken id is refused before anything is copied into it.
     await client.http.post(fork, json={"step": 1, "thread_id": "f-1"})

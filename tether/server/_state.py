@@ -95,8 +95,16 @@ async def update_state(
     async def write(graph: Any, config: Any) -> Any:
         return await graph.aupdate_state(config, values, as_node=as_node)
 
-    written = await _write_state(srv, thread_id, graph_id, checkpoint, write)
-    return {"checkpoint": _checkpoint(cast(Mapping[str, Any], written))}
+    written = _checkpoint(
+        cast(Mapping[str, Any], await _write_state(srv, thread_id, graph_id, checkpoint, write))
+    )
+    # LangGraph's answer: the new checkpoint, its id, and the config that addresses it
+    address = {k: written[k] for k in ("thread_id", "checkpoint_ns", "checkpoint_id")}
+    return {
+        "checkpoint": written,
+        "checkpoint_id": written["checkpoint_id"],
+        "configurable": address,
+    }
 
 
 async def apply_supersteps(
@@ -146,7 +154,8 @@ async def _write_state(
         try:
             written = await write(graph, config)
         except _REFUSED as exc:
-            raise ApiError(422, f"cannot update the state of thread {thread_id!r}: {exc}") from exc
+            # 400, as LangGraph's server answers an update its graph refuses
+            raise ApiError(400, f"cannot update the state of thread {thread_id!r}: {exc}") from exc
         head = srv.config(thread_id, None)
         snapshot = await graph.aget_state(head)
     await srv.runtime.store.record_thread_state(
