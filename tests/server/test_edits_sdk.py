@@ -60,6 +60,11 @@ async def test_update_state_writes_a_checkpoint_and_the_threads_values(
     answer = await client.threads.update_state(tid, {"text": "edited"}, as_node="c")
     checkpoint = answer["checkpoint"]
     assert (checkpoint["thread_id"], checkpoint["checkpoint_ns"]) == (tid, "")
+    # LangGraph's answer has the id and the config that addresses the checkpoint, too
+    assert answer["checkpoint_id"] == checkpoint["checkpoint_id"]
+    assert answer["configurable"] == {
+        "thread_id": tid, "checkpoint_ns": "", "checkpoint_id": checkpoint["checkpoint_id"],
+    }  # fmt: skip
     state = await client.threads.get_state(tid)
     assert state["values"] == {"text": "edited", "trace": ["a", "b", "c"]}
     assert state["checkpoint"]["checkpoint_id"] == checkpoint["checkpoint_id"]
@@ -162,7 +167,7 @@ async def test_concurrent_retries_of_a_create_with_supersteps_apply_them_once(
 
 async def test_supersteps_that_cannot_be_applied_leave_no_thread(client: LangGraphClient) -> None:
     tid = str(uuid4())
-    with pytest.raises(UnprocessableEntityError, match="Node no-such-node does not exist"):
+    with pytest.raises(BadRequestError, match="Node no-such-node does not exist"):
         await client.threads.create(
             thread_id=tid,
             graph_id="echo",
@@ -199,7 +204,7 @@ async def test_update_state_refusals(client: LangGraphClient) -> None:
     with pytest.raises(NotFoundError, match="no thread 'state-missing'"):
         await client.threads.update_state("state-missing", {"text": "x"})
     tid = await _echoed(client)
-    with pytest.raises(UnprocessableEntityError, match="cannot update the state of thread"):
+    with pytest.raises(BadRequestError, match="cannot update the state of thread"):
         await client.threads.update_state(tid, {"text": "x"}, as_node="no-such-node")
     busy = await client.threads.create()
     run = await client.runs.create(
@@ -490,6 +495,12 @@ async def test_an_assistants_config_and_context_reach_its_runs(client: LangGraph
     assert state["values"]["answer"]["tone"] == "warm"
     out = await client.runs.wait(thread["thread_id"], aid, input={})
     assert (out["answer"]["tone"], out["answer"]["signature"]) == ("cold", None)
+    # Made the way LangGraph's older docs show (configurable only), the graph still reads
+    # it as its context, as on LangGraph's server.
+    older = await client.assistants.create("configured", config={"configurable": {"tone": "dry"}})
+    assert older["context"] == {"tone": "dry"}
+    out = await client.runs.wait(None, older["assistant_id"], input={})
+    assert out["answer"]["tone"] == "dry"
     # The graph's own assistant has none of them.
     out = await client.runs.wait(None, "configured", input={})
     assert (out["answer"]["model"], out["answer"]["tone"]) == (None, None)

@@ -187,10 +187,37 @@ async def test_a_run_takes_its_assistants_config_and_context_under_its_own(
     await store.update_assistant("a1", context={"tone": "cold"})
     assert _options(await store.get_run(run.run_id)) == merged
     later = (await store.create_run(NewRun("a1", thread_id="t3", if_not_exists="create"))).run
-    assert _options(later) == (PERSONA["config"], {"tone": "cold"})
+    # (a context given alone is the assistant's configurable too, as on LangGraph's server)
+    assert _options(later) == (
+        {**PERSONA["config"], "configurable": {"tone": "cold"}},
+        {"tone": "cold"},
+    )
     # A graph's system assistant has no options: the run's own are kept as given.
     plain = await create(store, thread_id="t4", kwargs=own)
     assert _options(plain) == (own["config"], own["context"])
+
+
+async def test_an_assistants_configurable_and_context_are_kept_in_step(store: RunStore) -> None:
+    """As LangGraph's server keeps them: ``context`` replaced ``configurable`` (LangGraph
+    0.6), so one given alone is copied to the other, and a graph reads either."""
+    old_style = await store.put_assistant(GRAPH, config={"configurable": {"k": 1}, "tags": ["t"]})
+    assert old_style.context == {"k": 1}
+    new_style = await store.put_assistant(GRAPH, context={"k": 2})
+    assert new_style.config == {"configurable": {"k": 2}}
+    both = await store.put_assistant(GRAPH, config={"configurable": {"a": 1}}, context={"b": 2})
+    assert (both.config, both.context) == ({"configurable": {"a": 1}}, {"b": 2})
+    aid = old_style.assistant_id
+    updated = await store.update_assistant(aid, config={"configurable": {"k": 3}})
+    assert (updated.config, updated.context) == ({"configurable": {"k": 3}}, {"k": 3})
+    updated = await store.update_assistant(aid, config={"tags": ["u"]})
+    assert (updated.config, updated.context) == ({"tags": ["u"]}, {"k": 3})
+    updated = await store.update_assistant(aid, context={"k": 4})
+    assert (updated.config, updated.context) == (
+        {"tags": ["u"], "configurable": {"k": 4}},
+        {"k": 4},
+    )
+    run = (await store.create_run(NewRun(aid, thread_id="t", if_not_exists="create"))).run
+    assert _options(run) == ({"tags": ["u"], "configurable": {"k": 4}}, {"k": 4})
 
 
 async def test_a_cron_s_runs_take_its_assistants_options(store: RunStore) -> None:

@@ -43,6 +43,7 @@ __all__ = [
     "finish_params",
     "finished_data",
     "is_system_assistant",
+    "mirrored",
     "new_assistant",
     "no_assistant",
     "no_run",
@@ -271,6 +272,7 @@ def new_assistant(
     check_id(graph_id, "graph_id")
     check_if_exists(if_exists)
     check_assistant_config(config)
+    config, context = mirrored(check_mapping(config, "config"), check_mapping(context, "context"))
     encoded = tuple(
         encode(dict(check_mapping(value, what)), what, searchable=True)
         for value, what in ((config, "config"), (context, "context"), (metadata, "metadata"))
@@ -282,6 +284,20 @@ def new_assistant(
         description,
         (encoded[0], encoded[1], encoded[2]),
     )
+
+
+def mirrored(
+    config: Mapping[str, Any], context: Mapping[str, Any]
+) -> tuple[Mapping[str, Any], Mapping[str, Any]]:
+    """An assistant's ``config.configurable`` and ``context`` kept in step, as LangGraph's
+    server keeps them (``context`` replaced ``configurable`` in LangGraph 0.6): one given
+    alone is copied to the other, so a graph reads it from either. Both given: as given."""
+    configurable = check_mapping(config.get("configurable"), "config.configurable")
+    if configurable and not context:
+        return config, dict(configurable)
+    if context and not configurable:
+        return {**config, "configurable": dict(context)}, context
+    return config, context
 
 
 def check_if_exists(if_exists: object) -> IfExists:

@@ -69,6 +69,22 @@ def _assistant_config(config: object) -> Mapping[str, Any]:
     return check_mapping(config, "config")
 
 
+def _mirrored_update(
+    current: Assistant, config: object, context: object
+) -> tuple[Mapping[str, Any], Mapping[str, Any]]:
+    """An update's ``config`` and ``context``, the one given copied to the other as
+    :func:`~.control.mirrored` does (a ``config`` without ``configurable`` leaves the
+    context as it was)."""
+    new_config = dict(current.config if config is None else _assistant_config(config))
+    new_context = dict(current.context if context is None else check_mapping(context, "context"))
+    configurable = check_mapping(new_config.get("configurable"), "config.configurable")
+    if config is not None and configurable and context is None:
+        new_context = dict(configurable)
+    elif context is not None and new_context and (config is None or not configurable):
+        new_config["configurable"] = dict(new_context)
+    return new_config, new_context
+
+
 def ended_temporary(mark: str) -> str:
     """Temporary threads whose runs all stopped before a time (a thread stopped at an
     interrupt counts too, as in LangGraph), at most a limit."""
@@ -345,6 +361,8 @@ class EditPlane(ABC):
         """
         current = await self._own_assistant(assistant_id, tenant, "updated")
         merged = {**current.metadata, **check_mapping(metadata, "metadata")}
+        if config is not None or context is not None:
+            config, context = _mirrored_update(current, config, context)
         change = AssistantChange(
             graph_id=current.graph_id if graph_id is None else check_id(graph_id, "graph_id"),
             name=current.name if name is None else name,
