@@ -543,6 +543,22 @@ async def test_subgraphs_and_xray(client: LangGraphClient) -> None:
     assert any(n["id"].startswith("inner:deep") for n in xray["nodes"])
 
 
+async def test_a_subgraph_tasks_checkpoint_says_where_its_state_is(
+    client: LangGraphClient,
+) -> None:
+    """In history (``subgraphs`` not asked for), a pending subgraph task names the
+    subgraph's thread and namespace, as on LangGraph's server; it was ``null``."""
+    thread = await client.threads.create()
+    tid = thread["thread_id"]
+    await client.runs.wait(tid, "nested", input={"text": "x"})
+    history = await client.threads.get_history(tid)
+    before = next(h for h in history if h["next"] == ["inner"])
+    [task] = before["tasks"]
+    assert task["checkpoint"]["thread_id"] == tid
+    assert task["checkpoint"]["checkpoint_ns"].startswith("inner:")
+    assert task["state"] is None
+
+
 # -- RemoteGraph --------------------------------------------------------------------------
 
 

@@ -131,7 +131,9 @@ def _task(task: Any) -> dict[str, Any]:
     nested = None
     checkpoint = None
     if isinstance(state, Mapping):  # a subgraph's config: where its state is
-        checkpoint = _checkpoint(state)
+        # as LangGraph's server shows it: the config's ``configurable`` (thread and the
+        # subgraph's namespace; a checkpoint id only once the subgraph has one)
+        checkpoint = dict(state.get("configurable") or {}) or None
     elif state is not None:  # a StateSnapshot (``subgraphs=True``)
         nested = _state(state)
     error = task.error
