@@ -272,7 +272,7 @@ async def test_fork_and_what_if_are_scoped_like_a_run(base: str) -> None:
     assert await status_of(bob.threads.get(forked["thread_id"])) == 404
     # a fork that fails halfway is undone, though its caller may not delete threads
     bad = {"checkpoint_id": first["checkpoint_id"], "as_node": "nope", "thread_id": f"h-{uuid4()}"}
-    assert await status_of(alice.http.post(fork, json=bad)) == 422
+    assert await status_of(alice.http.post(fork, json=bad)) == 400
     for anyone in (alice, as_user(base, "root")):
         assert await status_of(anyone.threads.get(bad["thread_id"])) == 404
     # a what-if runs the graph's code: reading the thread is not enough
