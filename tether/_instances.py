@@ -17,7 +17,10 @@ __all__ = ["instance_key"]
 
 _numbers: dict[int, tuple[Any, int]] = {}
 _counter = itertools.count(1)
-_lock = threading.Lock()
+# Reentrant: making a weak reference allocates, so the garbage collector may run inside
+# instance_key and free another keyed object, whose callback (_drop) then runs on this
+# thread while it holds the lock.
+_lock = threading.RLock()
 
 
 def instance_key(obj: object) -> int:
