@@ -145,8 +145,9 @@ async def test_assistant_versions_update_list_and_set_latest(store: RunStore) ->
     assert (second.version, second.name, second.config) == (2, "second", {"k": 1})
     assert second.metadata == {"team": "x", "env": "prod"}
     third = await store.update_assistant("a1", config={"k": 3}, context={"c": 1})
+    # (a context without a configurable is the configurable too, as on LangGraph's server)
     assert (third.version, third.name, third.config, third.context) == (
-        3, "second", {"k": 3}, {"c": 1},
+        3, "second", {"k": 3, "configurable": {"c": 1}}, {"c": 1},
     )  # fmt: skip
     versions = await store.assistant_versions("a1")
     assert [v.version for v in versions] == [3, 2, 1]
