@@ -41,3 +41,24 @@ def test_a_runtime_benchmark_runs_in_quick_mode(script: str, servers: dict[str, 
     )
     assert done.returncode == 0, done.stdout + done.stderr
     assert EXPECTED[script] in done.stdout, done.stdout
+
+
+STEP_BENCHES = {
+    "step_overhead.py": ["--steps", "5", "--repeat", "1"],
+    "record_floor.py": ["--steps", "5", "--repeat", "1", "--calls", "5"],
+}
+
+
+@pytest.mark.parametrize("script", sorted(STEP_BENCHES))
+def test_a_step_benchmark_runs_on_small_figures(script: str, tmp_path: Path) -> None:
+    urls = ["--url", "memory://", "--url", f"sqlite:///{tmp_path}/bench.db"]
+    done = subprocess.run(
+        [sys.executable, str(BENCH / script), *STEP_BENCHES[script], *urls],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        check=False,
+    )
+    assert done.returncode == 0, done.stdout + done.stderr
+    rows = [line.split()[0] for line in done.stdout.splitlines() if line.endswith("x")]
+    assert rows == ["memory", "sqlite"], done.stdout
