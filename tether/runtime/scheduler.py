@@ -62,6 +62,7 @@ from tether.runtime.compensations import continuation_id
 from tether.runtime.errors import RunNotFoundError
 from tether.runtime.leadership import Leadership, leadership_for
 from tether.runtime.resumer import RuntimeResumer
+from tether.runtime.store.transient import log_failure
 
 if TYPE_CHECKING:
     from tether.runtime.api import Runtime
@@ -173,8 +174,8 @@ class Scheduler:
                     elif not standby_logged:
                         log.info("scheduler: standby (another process leads)")
                         standby_logged = True
-                except Exception:  # e.g. the lock file's folder is gone: try again later
-                    log.exception("scheduler: campaign failed")
+                except Exception as exc:  # e.g. the lock file's folder is gone: try again later
+                    log_failure(log, exc, "scheduler: campaign failed")
                     leading = False
                 wait = self.interval if leading else self.campaign_every
                 with contextlib.suppress(TimeoutError):
@@ -212,7 +213,7 @@ class Scheduler:
             try:
                 await job(now, report)
             except Exception as exc:
-                log.exception("scheduler: job %s failed", name)
+                log_failure(log, exc, "scheduler: job %s failed", name)
                 report.errors.append(f"{name}: {exc}")
         self.ticks += 1
         return report
@@ -234,7 +235,9 @@ class Scheduler:
                 try:
                     await scoped._cancel_approvals(run, DEADLINE_REASON, by="tether:deadline")
                 except Exception as exc:
-                    log.exception("scheduler: cancelling the approvals of run %s", run.run_id)
+                    log_failure(
+                        log, exc, "scheduler: cancelling the approvals of run %s", run.run_id
+                    )
                     report.errors.append(f"deadlines: run {run.run_id}: {exc}")
 
     async def _orphaned_decisions(self, now: datetime, report: TickReport) -> None:
@@ -327,7 +330,7 @@ class Scheduler:
                 await store.skip_cron_slot(cron, now)
                 continue
             except Exception as exc:  # e.g. a deadlock with a thread's deletion: next tick
-                log.exception("scheduler: cron %s failed to fire", cron.cron_id)
+                log_failure(log, exc, "scheduler: cron %s failed to fire", cron.cron_id)
                 report.errors.append(f"crons: cron {cron.cron_id}: {exc}")
                 continue
             if created is not None:

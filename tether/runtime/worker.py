@@ -47,7 +47,7 @@ from tether.runtime.project import Project
 from tether.runtime.saver import TENANT_KEY, RunSaver
 from tether.runtime.store import open_run_store
 from tether.runtime.store.base import Claim, RunStore, WorkerInfo
-from tether.runtime.store.transient import is_transient
+from tether.runtime.store.transient import is_transient, log_failure
 from tether.runtime.webhooks import WebhookSender
 
 if TYPE_CHECKING:
@@ -412,8 +412,8 @@ class Worker:
                 judged = set(self._held)
                 try:
                     confirmed = await store.heartbeat(self.worker_id, lease=self.lease)
-                except Exception:
-                    log.exception("worker %s: heartbeat failed", self.worker_id)
+                except Exception as exc:
+                    log_failure(log, exc, "worker %s: heartbeat failed", self.worker_id)
                     continue
                 took = time.monotonic() - sent
                 if took > self.lease / 2:

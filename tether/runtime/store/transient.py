@@ -10,9 +10,10 @@ succeeds once the other writer commits or the server is back. Everything else
 from __future__ import annotations
 
 import functools
+import logging
 import sqlite3
 
-__all__ = ["is_transient", "transient_types"]
+__all__ = ["is_transient", "log_failure", "transient_types"]
 
 _SQLITE_BUSY = ("database is locked", "database table is locked", "database is busy")
 
@@ -38,3 +39,20 @@ def is_transient(exc: BaseException) -> bool:
     if isinstance(exc, sqlite3.OperationalError):
         return str(exc).startswith(_SQLITE_BUSY)
     return isinstance(exc, transient_types())
+
+
+def log_failure(logger: logging.Logger, exc: BaseException, message: str, *args: object) -> None:
+    """Log a failed pass of a loop that tries again: a transient error as one warning line.
+
+    While the database restarts, every job of every scheduler tick fails the
+    same way; a traceback for each would bury the log. A transient error is
+    logged as ``message`` and the error's first line; anything else (a bug,
+    a missing schema) with its traceback, as ``logger.exception`` would.
+    """
+    if is_transient(exc):
+        first = str(exc).strip().splitlines()[0] if str(exc).strip() else ""
+        logger.warning(
+            message + ": %s: %s (transient; tried again)", *args, type(exc).__name__, first
+        )
+    else:
+        logger.error(message, *args, exc_info=exc)
