@@ -15,7 +15,7 @@ import pytest
 from tests.runtime.store.raw import every_row
 from tests.runtime.workers import PROJECT, Workers
 from tether.approvals import get_approval
-from tether.checkpointing.encryption import ENV_KEYS, KeyRing
+from tether.checkpointing.encryption import ENV_KEYS, KeyRing, MissingKeyError
 from tether.runtime import Runtime
 from tether.runtime.project import Project
 
@@ -71,3 +71,50 @@ async def test_nothing_a_user_typed_is_stored_in_clear(
     assert SECRET_ANSWER not in stored
     assert SECRET_USER not in stored
     assert (await rt.get(run.run_id)).kwargs["config"]["configurable"]["user_email"] == SECRET_USER
+
+
+async def test_a_runtime_without_the_key_does_not_open_a_store_written_with_one(
+    runtime_url: str,
+) -> None:
+    graphs = Project.load(PROJECT).graph_ids
+    async with Runtime(runtime_url, graphs=graphs, encryption=KeyRing.from_spec(SPEC)) as rt:
+        sealed = await rt.create("three_node", thread_id="t-keyed", input={"trace": ["x"]})
+    with pytest.raises(MissingKeyError) as refused:
+        async with Runtime(runtime_url, graphs=graphs, encryption=False) as rt:
+            await rt.create("three_node", thread_id="t-forgot", input={"trace": [SECRET_INPUT]})
+    message = str(refused.value)
+    assert f"run {sealed.run_id} is sealed" in message
+    assert ENV_KEYS in message
+    stored = every_row(runtime_url)
+    assert SECRET_INPUT not in stored
+    assert "t-forgot" not in stored
+
+
+async def test_a_run_a_worker_cannot_read_fails_and_the_worker_goes_on(
+    runtime_url: str, workers: Workers
+) -> None:
+    """A run stored in clear before the key was set (no migration mode): not a dead worker."""
+    graphs = Project.load(PROJECT).graph_ids
+    async with Runtime(runtime_url, graphs=graphs, encryption=False) as rt:
+        clear = await rt.create("three_node", thread_id="t-clear", input={"trace": ["c"]})
+    async with Runtime(runtime_url, graphs=graphs, encryption=KeyRing.from_spec(SPEC)) as rt:
+        sealed = await rt.create("three_node", thread_id="t-sealed", input={"trace": ["s"]})
+        workers.start(1, extra_env={ENV_KEYS: SPEC})
+        done = await rt.wait(sealed.run_id, timeout=60)
+        assert done.status == "success", done
+        assert workers.procs[0].poll() is None, workers.log(0)
+        assert f"run {clear.run_id} cannot be read; failing it" in workers.log(0)
+    # Only the migration mode opens the run that was stored in clear, to show its end.
+    ring = KeyRing.from_spec(SPEC, allow_plaintext=True)
+    async with Runtime(runtime_url, graphs=graphs, encryption=ring) as rt:
+        failed = await rt.get(clear.run_id)
+        assert failed.status == "error"
+        assert failed.error is not None
+        assert failed.error["error"] == "PlaintextRefusedError"
+        assert (
+            f"Run {clear.run_id} cannot be read, so it was not started" in (failed.error["message"])
+        )
+        assert (await rt.get_thread("t-clear")).status == "error"
+        events = await rt.events(clear.run_id)
+        assert [e.kind for e in events][-2:] == ["run.started", "run.finished"]
+        assert [e.seq for e in events] == list(range(1, len(events) + 1))

@@ -28,7 +28,7 @@ from langgraph.checkpoint.base import BaseCheckpointSaver
 
 from tether._text import text_problem
 from tether.approvals import DecisionResult
-from tether.checkpointing import open_checkpointer
+from tether.checkpointing import open_checkpointer, redact
 from tether.runtime.crons import CronMethods
 from tether.runtime.errors import CheckpointNotFoundError, InvalidRunRequestError
 from tether.runtime.ids import check_id
@@ -100,6 +100,8 @@ class Runtime(CronMethods):
                 open_run_store(self.url, encryption=self._options.get("encryption"))
             )
             await store.setup()
+            if not store.rows.sealer.enabled:
+                await store.refuse_sealed(redact(self.url))
             await register_graphs(store, self._graphs)
             notifier = notifier_for(self.url, store)
             await notifier.start()

@@ -99,6 +99,13 @@ class RunStore(Protocol):
     async def schema_version(self) -> int:
         """The highest migration applied (0 for an empty database)."""
 
+    async def refuse_sealed(self, where: str) -> None:
+        """Raise ``MissingKeyError`` if the store was written with a key (see
+        :func:`~tether.runtime.store.sealing.refuse_sealed`); for a store opened without one.
+
+        ``where`` names the store in the error (its URL, redacted).
+        """
+
     async def aclose(self) -> None:
         """Close connections (``open_run_store`` does this on exit)."""
 

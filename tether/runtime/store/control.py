@@ -397,6 +397,16 @@ def attempts_exceeded(run: Run) -> Outcome:
     )
 
 
+def unreadable(run_id: str, exc: Exception) -> Outcome:
+    """The outcome of a claimed run whose stored values cannot be opened (no key, a value
+    in clear in an encrypted store, a tampered envelope): it fails, the worker goes on."""
+    error = {
+        "error": type(exc).__name__,
+        "message": f"Run {run_id} cannot be read, so it was not started: {exc}",
+    }
+    return Outcome("error", "error", error=error, thread_error=error, reason="unreadable")
+
+
 def thread_marks(assistant: Assistant) -> dict[str, str]:
     """What a run writes into its thread's metadata, as LangGraph's server does: the graph and
     the assistant (so ``threads.search(metadata={"graph_id": ...})`` finds the thread)."""

@@ -49,7 +49,7 @@ from tether.runtime.store.postgres_edits import PostgresEditHooks
 from tether.runtime.store.postgres_worker import ENDED, Cursor, insert_events
 from tether.runtime.store.retention import RetentionPlane, Statement
 from tether.runtime.store.rows import POSTGRES, Dialect
-from tether.runtime.store.sealing import Sealer
+from tether.runtime.store.sealing import NEWEST_RUN, Sealer, refuse_sealed
 from tether.runtime.store.validation import ValidRun
 from tether.runtime.worker_role import WORKER_GROUP
 
@@ -180,6 +180,11 @@ class PostgresRunStore(PostgresEditHooks, PostgresCronHooks, CronPlane, Retentio
     async def schema_version(self) -> int:
         async with self._pool.connection() as conn:
             return await migrations.postgres_version(conn)
+
+    async def refuse_sealed(self, where: str) -> None:
+        async with self._pool.connection() as conn:
+            row = await (await conn.execute(NEWEST_RUN)).fetchone()
+        refuse_sealed(row, None if row is None else row["kwargs"], where)
 
     # -- control-plane hooks (see plane.ControlPlane) ------------------------------------
 

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import builtins
 import hashlib
+import logging
 import secrets
 from collections.abc import AsyncIterator, Sequence
 from contextlib import asynccontextmanager
@@ -22,7 +23,7 @@ from psycopg import AsyncConnection, AsyncCursor
 from psycopg.rows import DictRow
 from psycopg_pool import AsyncConnectionPool
 
-from tether.checkpointing import queued_transaction
+from tether.checkpointing import EncryptionError, queued_transaction
 from tether.runtime.errors import FenceLostError, RuntimeSchemaError
 from tether.runtime.models import Run
 from tether.runtime.store.base import Claim, Held, Hold, NewEvent, Outcome, WorkerInfo
@@ -31,6 +32,7 @@ from tether.runtime.store.control import (
     attempts_exceeded,
     finish_params,
     finished_data,
+    unreadable,
 )
 from tether.runtime.store.encoding import dumps
 from tether.runtime.store.postgres_claims import CLAIM_EXPIRED, CLAIM_PENDING
@@ -44,6 +46,8 @@ __all__ = [
     "lease_hash",
     "new_secret",
 ]
+
+log = logging.getLogger("tether.runtime")
 
 Cursor = AsyncCursor[DictRow]
 
@@ -314,8 +318,17 @@ class PostgresWorkerPlane:
                     ([row["run_id"] for row in rows],),
                 )
             for row in rows:
-                run = self.rows.run(row)
                 secret = secrets_[int(row["slot"]) - 1] if self.scoped else ""
+                try:
+                    run = self.rows.run(row)
+                except EncryptionError as exc:
+                    run_id = row["run_id"]
+                    hold = Hold(run_id, row["thread_id"], worker, int(row["fence"]), secret)
+                    log.error(
+                        "worker %s: run %s cannot be read; failing it: %s", worker, run_id, exc
+                    )
+                    await self._finish_row(cur, hold, unreadable(run_id, exc))
+                    continue
                 if run.attempt > run.max_attempts:
                     hold = Hold(run.run_id, run.thread_id, worker, run.fence, secret)
                     await self._finish_in(cur, hold, attempts_exceeded(run))
@@ -443,6 +456,12 @@ class PostgresWorkerPlane:
     async def _finish_in(
         self, cur: Cursor, hold: Hold, outcome: Outcome, events: Sequence[NewEvent] = ()
     ) -> Run:
+        return self.rows.run(await self._finish_row(cur, hold, outcome, events))
+
+    async def _finish_row(
+        self, cur: Cursor, hold: Hold, outcome: Outcome, events: Sequence[NewEvent] = ()
+    ) -> Any:
+        """:meth:`_finish_in`, answering the run's row as stored (not opened)."""
         await self._enter(cur, hold)
         # Notifications go out at commit; ENDED reads the thread's queue while the lease
         # still scopes a worker role to it (once the run has ended, the role sees no row).
@@ -461,7 +480,7 @@ class PostgresWorkerPlane:
             fence=hold.fence,
             worker=hold.worker_id,
         )
-        return self.rows.run(row)
+        return row
 
     async def append_events(self, hold: Hold, events: Sequence[NewEvent]) -> int:
         if events and self._in_one_statement(hold):

@@ -50,11 +50,37 @@ from tether.checkpointing import (
 )
 from tether.runtime.store.encoding import dumps, loads
 
-__all__ = ["PLAIN", "SEALED_PREFIX", "SYSTEM_EVENTS", "Sealer"]
+__all__ = ["NEWEST_RUN", "PLAIN", "SEALED_PREFIX", "SYSTEM_EVENTS", "Sealer", "refuse_sealed"]
 
 SEALED_PREFIX = "enc1:"
 SYSTEM_EVENTS = frozenset({"run.created", "run.started"})
 """Event kinds the run store writes in SQL, in clear (no user data)."""
+
+
+NEWEST_RUN = "SELECT run_id, kwargs, input FROM tether_runs ORDER BY seq DESC LIMIT 1"
+"""The newest run's sealable columns: sealed, the store was written with a key."""
+
+
+def refuse_sealed(newest_run: Any, kwargs: Any, where: str) -> None:
+    """Fail closed when a store opened without a key was written with one.
+
+    ``newest_run`` is the row :data:`NEWEST_RUN` read (``None``: no run yet) and
+    ``kwargs`` its ``kwargs`` column decoded from JSON. A key ring seals every
+    run's options, so the newest run says whether the store is written with a
+    key now. Without this check a client that forgot the key would store what
+    its users typed in clear beside the ciphertext, and every worker with the
+    key would refuse the run.
+    """
+    if newest_run is None:
+        return
+    text = newest_run["input"]
+    sealed = isinstance(kwargs, str) and kwargs.startswith(SEALED_PREFIX)
+    if sealed or (isinstance(text, str) and text.startswith(SEALED_PREFIX)):
+        raise MissingKeyError(
+            f"the run store at {where} holds encrypted runs (run {newest_run['run_id']} is "
+            f"sealed) but no encryption key is configured: set {ENV_KEYS} to the key ring it "
+            "was written with; it is not opened without one, so nothing is written in clear"
+        )
 
 
 class Sealer:

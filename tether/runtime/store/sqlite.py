@@ -43,7 +43,7 @@ from tether.runtime.store.crons import CronPlane
 from tether.runtime.store.encoding import dumps
 from tether.runtime.store.retention import RetentionPlane, Statement
 from tether.runtime.store.rows import SQLITE, Dialect
-from tether.runtime.store.sealing import Sealer
+from tether.runtime.store.sealing import NEWEST_RUN, Sealer, refuse_sealed
 from tether.runtime.store.sqlite_crons import SqliteCronHooks
 from tether.runtime.store.sqlite_edits import SqliteEditHooks
 from tether.runtime.store.sqlite_worker import RunDB, insert_events
@@ -248,6 +248,10 @@ class SqliteRunStore(SqliteEditHooks, SqliteCronHooks, CronPlane, RetentionPlane
 
     async def schema_version(self) -> int:
         return await self._run(migrations.sqlite_version)
+
+    async def refuse_sealed(self, where: str) -> None:
+        row = await self._run(lambda db: db.execute(NEWEST_RUN).fetchone())
+        refuse_sealed(row, None if row is None else SQLITE.json(row["kwargs"]), where)
 
     # -- control-plane hooks (see plane.ControlPlane) ------------------------------------
 

@@ -15,12 +15,14 @@ from __future__ import annotations
 
 import asyncio
 import builtins
+import logging
 import sqlite3
 import time
 from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any, TypeVar
 
+from tether.checkpointing import EncryptionError
 from tether.runtime.errors import FenceLostError, RuntimeSchemaError
 from tether.runtime.models import Run
 from tether.runtime.store.base import Claim, Held, Hold, NewEvent, Outcome, WorkerInfo
@@ -29,11 +31,14 @@ from tether.runtime.store.control import (
     attempts_exceeded,
     finish_params,
     finished_data,
+    unreadable,
 )
 from tether.runtime.store.encoding import dumps
 from tether.runtime.store.rows import SQLITE, Dialect
 
 __all__ = ["RunDB", "SqliteWorkerPlane", "insert_events", "write"]
+
+log = logging.getLogger("tether.runtime")
 
 
 class RunDB(sqlite3.Connection):
@@ -141,17 +146,24 @@ def _claim(db: RunDB, now: float, sql: str, worker: str, params: dict[str, Any])
         row = db.execute(
             _CLAIM, {"worker": worker, "now": now, "lease": params["lease"], "run": run_id}
         ).fetchone()
-        run = db.rows.run(row)
         db.execute(
             "UPDATE tether_threads SET active_run_id = ?, status = 'busy', updated_at = ? "
             "WHERE thread_id = ?",
-            (run_id, now, run.thread_id),
+            (run_id, now, row["thread_id"]),
         )
         previous = candidate["previous_worker"]
-        data = {"attempt": run.attempt, "resumes": run.resumes, "worker_id": worker}
-        data.update(fence=run.fence, **({"took_over_from": previous} if previous else {}))
+        fence = int(row["fence"])
+        data = {"attempt": row["attempt"], "resumes": row["resumes"], "worker_id": worker}
+        data.update(fence=fence, **({"took_over_from": previous} if previous else {}))
         started = [NewEvent("run.started", data)]
-        insert_events(db, run_id, run.last_seq - 1, started, now, fence=run.fence, worker=worker)
+        insert_events(db, run_id, row["last_seq"] - 1, started, now, fence=fence, worker=worker)
+        try:
+            run = db.rows.run(row)
+        except EncryptionError as exc:
+            hold = Hold(run_id, row["thread_id"], worker, fence)
+            log.error("worker %s: run %s cannot be read; failing it: %s", worker, run_id, exc)
+            finish_row(db, now, hold, unreadable(run_id, exc))
+            continue
         if run.attempt > run.max_attempts:
             hold = Hold(run_id, run.thread_id, worker, run.fence)
             finish_in(db, now, hold, attempts_exceeded(run))
@@ -165,13 +177,20 @@ def finish_in(
 ) -> Run:
     """Finish a held run inside the caller's write transaction (§3.3.5); ``events``
     are appended first, then ``run.finished``."""
+    return db.rows.run(finish_row(db, now, hold, outcome, events))
+
+
+def finish_row(
+    db: RunDB, now: float, hold: Hold, outcome: Outcome, events: Sequence[NewEvent] = ()
+) -> Any:
+    """:func:`finish_in`, answering the run's row as stored (not opened)."""
     written = [*events, NewEvent("run.finished", finished_data(outcome))]
     params = {**finish_params(hold, outcome, db.rows.sealer), "now": now, "bump": len(written)}
     db.execute(_FINISH_THREAD, params)
     row = _fenced(db.execute(_FINISH_RUN, params).fetchone(), hold)
     base = row["last_seq"] - len(written)
     insert_events(db, hold.run_id, base, written, now, fence=hold.fence, worker=hold.worker_id)
-    return db.rows.run(row)
+    return row
 
 
 class SqliteWorkerPlane:
