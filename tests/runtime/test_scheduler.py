@@ -15,6 +15,7 @@ from typing import Any
 import psycopg
 import pytest
 
+from tests.runtime.waiting import waiting_on_approval
 from tests.runtime.workers import Workers
 from tether.approvals import (
     DECISION_KIND,
@@ -29,22 +30,11 @@ from tether.runtime.store import Outcome, WorkerInfo
 from tether.store import store_for
 
 
-async def _waiting_on_approval(runtime: Runtime, thread_id: str, **options: Any) -> str:
-    """A ``pause`` run, past its plain interrupt, waiting on its tether approval."""
-    run = await runtime.create("pause", thread_id=thread_id, input={"n": 1}, **options)
-    assert (await runtime.wait(run.run_id, timeout=60)).status == "interrupted"
-    await runtime.resume(run.run_id, {"resume": "yes"})
-    waiting = await runtime.wait(run.run_id, timeout=60)
-    assert waiting.status == "interrupted", waiting
-    assert waiting.waiting_on[0].approval_id is not None
-    return run.run_id
-
-
 async def test_an_interrupted_run_past_its_deadline_times_out_and_its_approval_is_cancelled(
     runtime: Runtime, workers: Workers
 ) -> None:
     workers.start(1, extra_args=("--no-scheduler",))
-    run_id = await _waiting_on_approval(runtime, "t-deadline", deadline=timedelta(minutes=30))
+    run_id = await waiting_on_approval(runtime, "t-deadline", deadline=timedelta(minutes=30))
     approval_id = (await runtime.get(run_id)).waiting_on[0].approval_id
     assert approval_id is not None
     scheduler = Scheduler(runtime)
@@ -119,7 +109,7 @@ async def test_an_expired_approval_with_a_stop_policy_resumes_the_run_through_th
     runtime: Runtime, workers: Workers
 ) -> None:
     workers.start(1, extra_args=("--no-scheduler",))
-    run_id = await _waiting_on_approval(runtime, "t-expire")
+    run_id = await waiting_on_approval(runtime, "t-expire")
     approval_id = (await runtime.get(run_id)).waiting_on[0].approval_id
     scheduler = Scheduler(runtime)
     assert (await scheduler.tick(datetime.now(UTC) + timedelta(minutes=30))).expired == []
@@ -148,7 +138,7 @@ async def test_a_stored_decision_its_decider_never_delivered_resumes_the_run(
     runtime: Runtime, workers: Workers
 ) -> None:
     workers.start(1, extra_args=("--no-scheduler",))
-    run_id = await _waiting_on_approval(runtime, "t-orphan-decision")
+    run_id = await waiting_on_approval(runtime, "t-orphan-decision")
     approval_id = (await runtime.get(run_id)).waiting_on[0].approval_id
     assert approval_id is not None
     saver = await runtime.checkpointer()
@@ -185,7 +175,7 @@ async def test_a_decision_that_cannot_be_delivered_does_not_hold_up_the_others(
     saver = await runtime.checkpointer()
     runs = {}
     for thread_id in ("t-undeliverable", "t-deliverable"):
-        run_id = await _waiting_on_approval(runtime, thread_id)
+        run_id = await waiting_on_approval(runtime, thread_id)
         approval_id = (await runtime.get(run_id)).waiting_on[0].approval_id or ""
         request = (await get_approval(saver, approval_id)).request
         doc = build_decision(request, "approve", by="dana", args_sha256=request.args_sha256)
@@ -210,7 +200,7 @@ async def test_another_tenant_s_expired_approval_resumes_its_run(
     workers.start(1, extra_args=("--no-scheduler",))
     acme = runtime.scoped("acme")
     await acme.create_thread(thread_id="t-acme")
-    run_id = await _waiting_on_approval(acme, "t-acme")
+    run_id = await waiting_on_approval(acme, "t-acme")
     report = await Scheduler(runtime).tick(datetime.now(UTC) + timedelta(hours=2))
     assert [a.outcome for a in report.expired] == ["stopped"]
     assert (await acme.wait(run_id, timeout=60)).status == "success"

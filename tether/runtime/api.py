@@ -340,9 +340,10 @@ class Runtime(CronMethods):
         before = await self.get(run_id)
         run = await self.store.cancel_run(run_id, tenant=self.tenant, action=action, reason=reason)
         if run.status == "cancelled":
+            # Before a rollback deletes the run's records, the approvals' among them.
+            await self._cancel_approvals(before, reason or "run cancelled")
             if action == "rollback" and (before.attempt or before.resumes):
                 await (await self.checkpointer()).adelete_for_runs([run_id])
-            await self._cancel_approvals(before, reason or "run cancelled")
         if wait:
             run = await self.wait(run_id)
         return run
