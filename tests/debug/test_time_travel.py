@@ -10,7 +10,7 @@ import pytest
 from tests.backends import Backend
 from tests.debug.refund import builder, model_calls, payments, run_refund
 from tether.checkpointing.encryption import KeyRing
-from tether.debug import timeline
+from tether.debug import DebugError, timeline
 from tether.steps import read_steps
 from tether.store import store_for
 
@@ -72,3 +72,30 @@ async def test_replay_fork_and_what_if(
             assert raw
             assert all(r.payload.startswith("enc1:") for r in raw)
             assert all("1500" not in r.payload for r in raw)
+
+
+async def test_a_fork_or_what_if_never_writes_into_a_thread_that_exists(
+    backend: Backend, tmp_path: Path
+) -> None:
+    async with backend.open() as saver:
+        await run_refund(saver, tmp_path, "t1")
+        await run_refund(saver, tmp_path, "victim")
+        tl = await timeline(saver, "t1", graph=builder(tmp_path))
+        victim = await timeline(saver, "victim", graph=builder(tmp_path))
+        lookup = tl.find("tool", text="lookup_order")[0]
+        order = json.dumps({**json.loads(lookup.output), "amount_cents": 1500})
+        for made in (
+            tl.fork(lookup.step, thread_id="victim"),
+            tl.what_if(lookup.step, order, thread_id="victim"),
+        ):
+            with pytest.raises(DebugError, match="thread 'victim' already exists"):
+                await made
+        for bad, problem in (("a\x00b", "NUL"), ("", "non-empty")):
+            with pytest.raises(DebugError, match=problem):
+                await tl.fork(lookup.step, thread_id=bad)
+        after = await timeline(saver, "victim", graph=builder(tmp_path))
+        assert [c.checkpoint_id for c in after.checkpoints] == [
+            c.checkpoint_id for c in victim.checkpoints
+        ]
+        assert [s.index for s in after.steps] == [s.index for s in victim.steps]
+        assert model_calls(tmp_path) == 8  # the two runs; the refused branches ran nothing

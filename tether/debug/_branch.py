@@ -19,12 +19,13 @@ from typing import Any
 from langchain_core.runnables import RunnableConfig
 from langgraph.checkpoint.base import BaseCheckpointSaver
 
+from tether._text import text_problem
 from tether.debug._checkpoints import Checkpoint
 from tether.debug._entries import root_task
 from tether.debug.errors import DebugError
-from tether.steps import Step, copy_steps
+from tether.steps import Step, copy_steps, read_steps
 
-__all__ = ["copy_line", "new_thread_id", "steps_before"]
+__all__ = ["branch", "check_new_thread", "copy_line", "new_thread_id", "steps_before"]
 
 _RESUME = "__resume__"
 
@@ -68,6 +69,30 @@ def steps_before(line: Sequence[Checkpoint], steps: Sequence[Step], thread_id: s
     return [s.index for s in steps if root_task(s, thread_id) in task_ids]
 
 
+async def check_new_thread(saver: BaseCheckpointSaver[Any], target: object) -> str:
+    """``target`` if it can name a new thread: a usable id no checkpoint or step has yet.
+
+    A fork or what-if into an existing thread would write one thread's state on
+    top of another's (another customer's, another tenant's) and leave both
+    wrong.
+
+    Raises:
+        DebugError: ``target`` is not a usable id, or the thread exists.
+    """
+    if not isinstance(target, str) or not target:
+        raise DebugError(f"thread_id must be a non-empty string, got {target!r}")
+    problem = text_problem(target)
+    if problem is not None:
+        raise DebugError(f"thread_id {target[:80]!r} {problem}")
+    existing = await saver.aget_tuple(_config(target))
+    if existing is not None or await read_steps(saver, target):
+        raise DebugError(
+            f"thread {target[:200]!r} already exists: a fork or what-if makes a new thread; "
+            "pass a thread_id no thread has (or none, for a fresh one)"
+        )
+    return target
+
+
 async def branch(
     saver: BaseCheckpointSaver[Any],
     source: str,
@@ -77,6 +102,11 @@ async def branch(
     *,
     outputs: Mapping[int, Any] | None = None,
 ) -> None:
-    """``target`` as ``source`` was at the end of ``line``, with the steps ``keep`` recorded."""
+    """``target`` as ``source`` was at the end of ``line``, with the steps ``keep`` recorded.
+
+    Raises:
+        DebugError: ``target`` is not a new thread (see :func:`check_new_thread`).
+    """
+    await check_new_thread(saver, target)
     await copy_line(saver, source, target, line)
     await copy_steps(saver, source, target, keep, outputs=outputs)

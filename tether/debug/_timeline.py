@@ -253,7 +253,7 @@ class Timeline:
             return await _load(self.source, target)
         source = self._local("fork")
         line = self.checkpoints[: self.checkpoints.index(start) + 1]
-        target = thread_id or new_thread_id(self.thread_id, "fork")
+        target = new_thread_id(self.thread_id, "fork") if thread_id is None else thread_id
         await branch(
             source.saver,
             self.thread_id,
@@ -370,7 +370,7 @@ class Timeline:
             for s in self.steps
             if root_task(s, self.thread_id) in start.task_ids and s.index < entry.log_index
         }
-        target = thread_id or new_thread_id(self.thread_id, "whatif")
+        target = new_thread_id(self.thread_id, "whatif") if thread_id is None else thread_id
         keep = before | {entry.log_index}
         await branch(saver, self.thread_id, target, line, keep, outputs={entry.log_index: output})
         return target
