@@ -53,6 +53,7 @@ EXPECTED = [
     "cancel_pending",
     "cancel_pending_sync",
     "canonical_json",
+    "copy_settled",
     "decide",
     "decide_as",
     "decide_as_sync",

@@ -26,6 +26,7 @@ The names below are the whole API. The modules behind them are private:
 
 from tether.approvals._cancel import cancel_pending, cancel_pending_sync
 from tether.approvals._checks import build_decision, register_args_schema
+from tether.approvals._copy import copy_settled
 from tether.approvals._decide import (
     Decider,
     DecisionPayload,
@@ -126,6 +127,7 @@ __all__ = [
     "cancel_pending",
     "cancel_pending_sync",
     "canonical_json",
+    "copy_settled",
     "decide",
     "decide_as",
     "decide_as_sync",

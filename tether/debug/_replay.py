@@ -21,6 +21,7 @@ from typing import Any
 from langgraph.checkpoint.base import BaseCheckpointSaver
 from langgraph.pregel import Pregel
 
+from tether.approvals import copy_settled
 from tether.debug._branch import branch, new_thread_id, steps_before
 from tether.debug._checkpoints import Checkpoint
 from tether.debug._diff import StateDiff, diff_states
@@ -180,6 +181,7 @@ async def replay_thread(
             continue  # written by an update, or the input entering: no node code ran
         here = f"{scratch}.{index}"
         await branch(saver, thread_id, here, [start], steps_before([start], steps, thread_id))
+        await copy_settled(saver, thread_id, here, start.task_ids)
         outcome = await _one(graph, here, start, recorded)
         if outcome is not None:
             divergence = Divergence(
