@@ -126,6 +126,12 @@ async def test_bad_input_is_named(saver: Any, tmp_path: Path) -> None:
         tl.state(99)
     with pytest.raises(DebugError, match="checkpoint 'c-1' is not on thread 't'"):
         tl.diff("c-1")
+    with pytest.raises(DebugError, match=r"step True is not in this timeline"):
+        tl.state(True)  # a bool is not a step, though it is an int
+    with pytest.raises(DebugError) as huge:
+        tl.state("x" * 1_000_000)
+    assert len(str(huge.value)) < 300
+    assert "(1000002 characters)" in str(huge.value)
     tl.entries[0] = tl.entries[0].__class__(**{**tl.entries[0].__dict__, "kind": "approval"})
     with pytest.raises(DebugError, match="step 0 is a 'approval' row, not a model or tool step"):
         await tl.what_if(0, "text")

@@ -100,9 +100,9 @@ class Timeline:
 
     def entry(self, step: int) -> Entry:
         """The row numbered ``step``."""
-        if not isinstance(step, int) or not 0 <= step < len(self.entries):
+        if isinstance(step, bool) or not isinstance(step, int) or not 0 <= step < len(self.entries):
             raise DebugError(
-                f"step {step!r} is not in this timeline (steps 0 to {len(self.entries) - 1})"
+                f"step {_shown(step)} is not in this timeline (steps 0 to {len(self.entries) - 1})"
             )
         return self.entries[step]
 
@@ -122,7 +122,7 @@ class Timeline:
         found = next((c for c in self.checkpoints if c.checkpoint_id == checkpoint_id), None)
         if found is None:
             raise DebugError(
-                f"checkpoint {checkpoint_id!r} is not on thread {self.thread_id!r}'s line"
+                f"checkpoint {_shown(checkpoint_id)} is not on thread {self.thread_id!r}'s line"
             )
         return found
 
@@ -443,6 +443,12 @@ def _as_message(output: Any) -> BaseMessage:
         "a model step's new answer must be a message, text, or a message as JSON (with a "
         f"'type' or a 'role'), got {type(output).__name__}"
     )
+
+
+def _shown(value: object, limit: int = 100) -> str:
+    """``repr(value)``, cut to ``limit`` characters: an error never echoes a megabyte back."""
+    text = repr(value)
+    return text if len(text) <= limit else f"{text[:limit]}... ({len(text)} characters)"
 
 
 def _head(thread_id: str) -> Any:
