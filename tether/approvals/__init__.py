@@ -89,6 +89,7 @@ from tether.approvals.errors import (
     UnknownApprovalError,
 )
 from tether.approvals.hashing import args_sha256, canonical_json
+from tether.steps import on_replay_copy as _on_replay_copy
 
 __all__ = [
     "APPROVAL_KIND",
@@ -153,3 +154,6 @@ __all__ = [
     "settle_sync",
     "stopped_by_expiry",
 ]
+
+# A replay answers each gate with the decision the run got (see tether.approvals._copy).
+_on_replay_copy(copy_settled)

@@ -21,14 +21,13 @@ from typing import Any
 from langgraph.checkpoint.base import BaseCheckpointSaver
 from langgraph.pregel import Pregel
 
-from tether.approvals import copy_settled
 from tether.debug._branch import branch, new_thread_id, steps_before
 from tether.debug._checkpoints import Checkpoint
 from tether.debug._diff import StateDiff, diff_states
 from tether.debug._entries import Entry
 from tether.debug._render import html_table, text_table
 from tether.debug.errors import DebugError
-from tether.steps import Step, StepsError, replay_only
+from tether.steps import Step, StepsError, copy_for_replay, replay_only
 
 __all__ = ["Divergence", "ReplayResult", "replay_thread"]
 
@@ -181,7 +180,7 @@ async def replay_thread(
             continue  # written by an update, or the input entering: no node code ran
         here = f"{scratch}.{index}"
         await branch(saver, thread_id, here, [start], steps_before([start], steps, thread_id))
-        await copy_settled(saver, thread_id, here, start.task_ids)
+        await copy_for_replay(saver, thread_id, here, start.task_ids)
         outcome = await _one(graph, here, start, recorded)
         if outcome is not None:
             divergence = Divergence(

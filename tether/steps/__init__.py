@@ -2,7 +2,7 @@
 
 from tether.steps._budget import Budget, Price, with_budget
 from tether.steps._chain import chain_head, chain_head_sync, verify_chain, verify_chain_sync
-from tether.steps._copy import copy_steps, copy_steps_sync
+from tether.steps._copy import copy_for_replay, copy_steps, copy_steps_sync, on_replay_copy
 from tether.steps._errors import (
     BudgetExceededError,
     NonDeterminismError,
@@ -43,12 +43,14 @@ __all__ = [
     "append_step",
     "chain_head",
     "chain_head_sync",
+    "copy_for_replay",
     "copy_steps",
     "copy_steps_sync",
     "durable_tool",
     "forget_thread",
     "graph_fingerprint",
     "idempotency_key",
+    "on_replay_copy",
     "pin_versions",
     "read_steps",
     "read_steps_sync",

@@ -16,7 +16,7 @@ thread, so a call the fork makes afresh gets a new key.
 
 from __future__ import annotations
 
-from collections.abc import Collection, Mapping
+from collections.abc import Awaitable, Callable, Collection, Mapping
 from typing import Any
 
 from langgraph.checkpoint.base import BaseCheckpointSaver
@@ -27,7 +27,31 @@ from tether.steps._io import Flow, run, run_sync
 from tether.store import Record, store_for
 from tether.store import operations as ops
 
-__all__ = ["copy_steps", "copy_steps_sync", "moved_key"]
+__all__ = ["copy_for_replay", "copy_steps", "copy_steps_sync", "moved_key", "on_replay_copy"]
+
+ReplayCopier = Callable[[BaseCheckpointSaver[Any], str, str, frozenset[str]], Awaitable[object]]
+_replay_copiers: list[ReplayCopier] = []
+
+
+def on_replay_copy(copier: ReplayCopier) -> None:
+    """Run ``copier(checkpointer, source, target, task_ids)`` whenever a replay copies a
+    super-step of ``source`` into its scratch thread ``target``.
+
+    For the layers above the steps: a record they keep per thread, which a
+    task of the super-step reads again (an approval's decision), is copied by
+    them (:func:`tether.approvals.copy_settled`). A fork calls none of them: it
+    is a new run, and asks again.
+    """
+    if copier not in _replay_copiers:
+        _replay_copiers.append(copier)
+
+
+async def copy_for_replay(
+    checkpointer: BaseCheckpointSaver[Any], source: str, target: str, task_ids: Collection[str]
+) -> None:
+    """Everything the layers registered with :func:`on_replay_copy` copy for ``task_ids``."""
+    for copier in list(_replay_copiers):
+        await copier(checkpointer, source, target, frozenset(task_ids))
 
 
 def moved_key(key: str, source_thread: str, target_thread: str) -> str:
