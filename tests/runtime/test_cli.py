@@ -77,7 +77,10 @@ def test_a_run_is_created_answered_approved_and_followed_from_the_command_line(
         "approvals", "approve", approval["approval_id"], "--url", runtime_url, "--runtime",
         "--by", "dana", "--args-sha256", approval["args_sha256"], url=runtime_url,
     )  # fmt: skip
-    assert "approve" in decided
+    # A worker resumes the run, not the deciding process.
+    assert f"approve recorded for {approval['approval_id']} by dana" in decided
+    assert f"a worker resumes run {run_id}" in decided
+    assert "resumed in process" not in decided
 
     followed = tether("runs", "events", run_id, "--follow", url=runtime_url)
     assert followed.returncode == 0, followed.stderr

@@ -18,12 +18,13 @@ import json
 import os
 from collections.abc import Awaitable, Callable
 from datetime import datetime
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from langgraph.checkpoint.base import BaseCheckpointSaver
 from langgraph.pregel import Pregel
 
 from tether.approvals import (
+    ApprovalRequest,
     Decider,
     DecisionPayload,
     DecisionResult,
@@ -38,7 +39,11 @@ from tether.approvals import (
     resume_decided,
 )
 from tether.checkpointing import open_checkpointer
+from tether.cli._cwd import cwd_first_on_sys_path
 from tether.errors import ConfigurationError
+
+if TYPE_CHECKING:
+    from tether.runtime import Runtime
 
 __all__ = ["load_graph", "register"]
 
@@ -49,6 +54,8 @@ GRAPH_ENV = "TETHER_GRAPH"
 def load_graph(spec: str, checkpointer: BaseCheckpointSaver[Any]) -> Any:
     """Build the graph ``spec`` (``module:factory``) names over ``checkpointer``.
 
+    The module is imported with the current directory first on ``sys.path``.
+
     Raises:
         ConfigurationError: The spec is malformed, cannot be imported, or does
             not return a compiled graph.
@@ -58,6 +65,7 @@ def load_graph(spec: str, checkpointer: BaseCheckpointSaver[Any]) -> Any:
         raise ConfigurationError(
             f"--graph {spec!r} must be 'module:factory', e.g. tether.demo.graph:demo_graph"
         )
+    cwd_first_on_sys_path()
     try:
         module = importlib.import_module(module_name)
     except ImportError as exc:
@@ -166,20 +174,27 @@ def _edited(args: argparse.Namespace, original: dict[str, Any]) -> dict[str, Any
     return edited
 
 
-def _report(result: DecisionResult) -> None:
+def _report(result: DecisionResult, resumed_by: str | None = None) -> None:
+    """Print what the decision did.
+
+    Args:
+        result: The decision's outcome.
+        resumed_by: Who continues the run, when not this process (``--runtime``:
+            a worker); by default the run resumed here.
+    """
     d = result.decision
     values = result.values
+    recorded = (
+        f"{escape_text(d['decision'])} recorded for {escape_text(result.approval_id)} by "
+        f"{escape_text(d['by'])}"
+    )
     if isinstance(values, dict) and "continued_by" in values:  # a compensation, in a runtime
         print(
-            f"{escape_text(d['decision'])} recorded for {escape_text(result.approval_id)} by "
-            f"{escape_text(d['by'])}; a worker continues the compensation in run "
+            f"{recorded}; a worker continues the compensation in run "
             f"{escape_text(values['continued_by'])}"
         )
         return
-    print(
-        f"{escape_text(d['decision'])} recorded for {escape_text(result.approval_id)} by "
-        f"{escape_text(d['by'])}; the run resumed in process {os.getpid()}"
-    )
+    print(f"{recorded}; {resumed_by or f'the run resumed in process {os.getpid()}'}")
     if result.pending:
         for payload in result.pending:
             print(
@@ -190,6 +205,21 @@ def _report(result: DecisionResult) -> None:
         print("the run finished")
 
 
+async def _waiting_run(rt: Runtime, request: ApprovalRequest) -> str | None:
+    """The id of the run of ``rt`` that waits on ``request``, if one does."""
+    for run in await rt.list(thread_id=request.thread_id, status="interrupted"):
+        if any(w.approval_id == request.approval_id for w in run.waiting_on):
+            return run.run_id
+    return None
+
+
+def _worker_resumes(run_id: str | None, thread_id: str) -> str:
+    """What ``--runtime`` reports: a worker, not this process, resumes the run."""
+    if run_id is None:
+        return f"a worker resumes the run of thread {escape_text(thread_id)}"
+    return f"a worker resumes run {escape_text(run_id)}"
+
+
 def _decide_on_runtime(args: argparse.Namespace) -> int:
     """Check and store the decision; the run store enqueues the resume for a worker."""
     from tether.runtime import Runtime
@@ -198,10 +228,9 @@ def _decide_on_runtime(args: argparse.Namespace) -> int:
         async with Runtime(
             args.url, checkpoints_url=args.checkpoints_url, tenant=args.tenant, **_options(args)
         ) as rt:
-            edited = None
-            if args.decision == "edit":
-                view = await get_approval(await rt.checkpointer(), args.approval_id)
-                edited = _edited(args, view.request.args)
+            view = await get_approval(await rt.checkpointer(), args.approval_id)
+            edited = _edited(args, view.request.args) if args.decision == "edit" else None
+            waiting = await _waiting_run(rt, view.request)
             result = await rt.decide(
                 args.thread,
                 args.approval_id,
@@ -212,7 +241,7 @@ def _decide_on_runtime(args: argparse.Namespace) -> int:
                 edited_args=edited,
                 reason=args.reason,
             )
-        _report(result)
+        _report(result, resumed_by=_worker_resumes(waiting, view.request.thread_id))
         return 0
 
     return asyncio.run(main())

@@ -6,6 +6,8 @@ import argparse
 from pathlib import Path
 from typing import Any
 
+from tether.cli._cwd import cwd_first_on_sys_path
+
 __all__ = ["register"]
 
 _DESCRIPTION = """\
@@ -53,6 +55,7 @@ def register(subparsers: Any) -> None:
 def _run(args: argparse.Namespace) -> int:
     from tether.crashtest import run_crashtest
 
+    cwd_first_on_sys_path()
     report = run_crashtest(
         args.target,
         args.url,
