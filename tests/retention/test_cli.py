@@ -98,3 +98,52 @@ def test_erase_needs_one_subject(capsys: pytest.CaptureFixture[str]) -> None:
     with pytest.raises(SystemExit):
         main(["erase", "--url", "sqlite:///x.db", "--thread", "a", "--user", "b"])
     assert "not allowed with argument" in capsys.readouterr().err
+
+
+def test_a_dry_run_progress_line_says_would_be(
+    seeded: Backend, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    policy = ["--policy", str(tmp_path / "tether.json"), "--now", NOW.isoformat()]
+    assert main(["retention", "run", "--url", seeded.url, *policy, "--dry-run"]) == 0
+    err = capsys.readouterr().err
+    assert "batch 1: 1 examined, 1 would be deleted, 0 would be pruned, 0 kept" in err
+    assert marker("old") in _raw(seeded, tmp_path)
+
+
+@pytest.mark.parametrize(
+    ("now", "message"),
+    [
+        (
+            "0001-01-01T00:00:00+00:00",
+            "tether: error: --now: 0001-01-01T00:00:00+00:00 is too early for rule "
+            "success>30d delete: 30d before it is before year 1",
+        ),
+        ("9999-12-31T23:00:00-05:00", "is not a date in UTC (years 1 to 9999)"),
+    ],
+)
+def test_a_now_the_policy_cannot_measure_from_is_refused(
+    seeded: Backend, tmp_path: Path, capsys: pytest.CaptureFixture[str], now: str, message: str
+) -> None:
+    files = sorted(tmp_path.glob("tether.db*"))
+    before = [f.read_bytes() for f in files]
+    policy = ["--policy", str(tmp_path / "tether.json")]
+    assert main(["retention", "run", "--url", seeded.url, *policy, "--now", now]) == 2
+    err = capsys.readouterr().err
+    assert message in err
+    assert "Traceback" not in err
+    assert sorted(tmp_path.glob("tether.db*")) == files  # nothing written
+    assert [f.read_bytes() for f in files] == before
+
+
+@pytest.mark.parametrize("value", ["0", "-1", "two"])
+def test_concurrency_below_one_is_an_argparse_error(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], value: str
+) -> None:
+    url = f"sqlite:///{tmp_path / 'x.db'}"
+    with pytest.raises(SystemExit) as exited:
+        main(["retention", "run", "--url", url, "--concurrency", value])
+    assert exited.value.code == 2
+    err = capsys.readouterr().err
+    problem = "is not an integer" if value == "two" else "is not a positive integer (at least 1)"
+    assert f"error: argument --concurrency: {value!r} {problem}" in err
+    assert not (tmp_path / "x.db").exists()

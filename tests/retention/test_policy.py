@@ -162,3 +162,90 @@ def test_rules_in_code_are_checked_too() -> None:
         Rule("success", timedelta(0))
     with pytest.raises(RetentionPolicyError, match="action 'drop' is not one of delete"):
         Rule("success", DAY, "drop")
+
+
+def _refused(section: dict[str, Any]) -> str:
+    with pytest.raises(RetentionPolicyError) as caught:
+        policy_from_dict(section)
+    return str(caught.value)
+
+
+TOO_LONG = "is longer than 100 years (36500d), the longest duration a policy takes"
+
+
+@pytest.mark.parametrize(
+    ("field", "value", "shown"),
+    [
+        ("max_age", "99999999999d", "'99999999999d'"),
+        ("max_age", 1e13, "10000000000000.0"),
+        ("max_age", 10**400, "1000000000000000000000000000000000000..."),
+        ("audit_max_age", "99999999999d", "'99999999999d'"),
+        ("receipt_max_age", 1e300, "1e+300"),
+    ],
+)
+def test_an_age_too_long_for_a_date_is_refused_not_overflowed(
+    field: str, value: Any, shown: str
+) -> None:
+    if field == "max_age":
+        section, where = {"rules": [{**GOOD_RULE, "max_age": value}]}, "rules[0].max_age"
+    else:
+        section, where = {"rules": [GOOD_RULE], field: value}, field
+    assert _refused(section) == f"retention.{where}: {shown} {TOO_LONG}"
+
+
+def test_ages_are_at_most_100_years(tmp_path: Path) -> None:
+    def rule(age: str) -> dict[str, Any]:
+        return {"rules": [{**GOOD_RULE, "max_age": age}]}
+
+    assert policy_from_dict(rule("36500d")).youngest == timedelta(days=36500)
+    assert _refused(rule("36501d")) == f"retention.rules[0].max_age: '36501d' {TOO_LONG}"
+    assert _refused(rule("1000000w")) == f"retention.rules[0].max_age: '1000000w' {TOO_LONG}"
+    path = tmp_path / "tether.json"
+    path.write_text(json.dumps({"retention": rule("1000000w")}))
+    with pytest.raises(RetentionPolicyError, match=r"rules\[0\]\.max_age: '1000000w' is longer"):
+        load_policy(path)
+    with pytest.raises(RetentionPolicyError, match=r"max_age: 1000000w is longer than 100 years"):
+        Rule("success", timedelta(weeks=1_000_000))
+    with pytest.raises(RetentionPolicyError, match=r"audit_max_age: 36501d is longer than 100"):
+        RetentionPolicy(rules=(Rule("success", DAY),), audit_max_age=timedelta(days=36501))
+
+
+@pytest.mark.parametrize("value", ["١٠d", "30 d", " 5d", "5d ", "5d\n", "\t5d", "٣", "1 0d"])
+def test_durations_take_ascii_digits_without_spaces(value: str) -> None:
+    assert _refused({"rules": [{**GOOD_RULE, "max_age": value}]}) == (
+        f"retention.rules[0].max_age: {value!r} is not a duration; use a positive number of "
+        'seconds or a number with s, m, h, d or w, e.g. "30d" (ASCII digits, no spaces)'
+    )
+
+
+def test_a_duration_under_a_microsecond_is_refused() -> None:
+    assert _refused({"rules": [{**GOOD_RULE, "max_age": 1e-9}]}) == (
+        "retention.rules[0].max_age: 1e-09 is shorter than a microsecond"
+    )
+
+
+def test_every_is_at_least_one_second() -> None:
+    assert _refused({"rules": [GOOD_RULE], "every": "0.001s"}) == (
+        "retention.every: '0.001s' is shorter than 1s, the shortest interval (the scheduler "
+        "ticks about once a second)"
+    )
+    assert policy_from_dict({"rules": [GOOD_RULE], "every": "1s"}).every == timedelta(seconds=1)
+    with pytest.raises(RetentionPolicyError, match=r"^every: 0\.5s is shorter than 1s"):
+        RetentionPolicy(rules=(Rule("success", DAY),), every=timedelta(milliseconds=500))
+
+
+def test_an_empty_status_list_is_refused() -> None:
+    assert _refused({"rules": [{**GOOD_RULE, "status": []}]}) == (
+        "retention.rules[0].status: an empty list matches no thread; name at least one of "
+        "success, error, cancelled, timeout, interrupted"
+    )
+
+
+def test_a_duplicate_rule_is_named_by_its_entry_in_the_file() -> None:
+    twice = {**GOOD_RULE, "status": ["success", "error", "success"]}
+    assert _refused({"rules": [twice]}) == "retention.rules[0].status: 'success' is listed twice"
+    both = {**GOOD_RULE, "status": ["success", "error"]}
+    assert _refused({"rules": [both, {**GOOD_RULE, "status": "error"}]}) == (
+        "retention.rules[1]: a second rule for status 'error', tenant None, assistant None "
+        "(rules[0] has the same scope); keep one"
+    )

@@ -3,6 +3,9 @@
 from __future__ import annotations
 
 import json
+import os
+import subprocess
+import sys
 import time
 from collections.abc import Iterator
 from datetime import timedelta
@@ -12,7 +15,7 @@ import pytest
 
 from tests.backends import Backend, fresh_backend
 from tests.retention.world import NOW, marker, open_world, seed
-from tests.runtime.workers import Workers
+from tests.runtime.workers import PROJECT, Workers
 from tether.retention import RetentionPolicy, Rule, SweepReport, audit_trail, scheduled_sweep
 from tether.runtime.scheduler import Scheduler
 
@@ -92,3 +95,53 @@ def test_a_worker_refuses_a_bad_retention_file(tmp_path: Path) -> None:
     url = f"sqlite:///{tmp_path / 'x.db'}"
     assert main(["worker", "--url", url, "--retention", str(bad)]) == 1
     time.sleep(0)  # nothing started: the error came before the worker
+
+
+def test_a_worker_refuses_an_age_past_100_years(tmp_path: Path) -> None:
+    """Refused at load: before, the worker started and its retention job failed every tick."""
+    huge = tmp_path / "tether.json"
+    huge.write_text(
+        json.dumps(
+            {
+                "retention": {
+                    "rules": [{"status": "success", "max_age": "1000000w"}],
+                    "every": "2s",
+                }
+            }
+        )
+    )
+    url = f"sqlite:///{tmp_path / 'x.db'}"
+    command = [sys.executable, "-m", "tether", "worker", "--url", url, "--config", str(PROJECT)]
+    env = {**os.environ, "TETHER_TEST_WORKDIR": str(tmp_path)}
+    done = subprocess.run(
+        [*command, "--retention", str(huge)],
+        check=False,
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=60,  # without the check the worker runs on, failing its sweep every tick
+    )
+    assert done.returncode == 1
+    assert done.stderr.strip() == (
+        f"tether: error: {huge}: retention.rules[0].max_age: '1000000w' is longer than 100 "
+        "years (36500d), the longest duration a policy takes"
+    )
+    assert not (tmp_path / "x.db").exists()  # refused before the worker opened anything
+
+
+async def test_a_100_year_rule_sweeps_on_the_scheduler(
+    sqlite_backend: Backend, tmp_path: Path
+) -> None:
+    from tether.retention.policy import MAX_DURATION
+
+    reports: list[SweepReport] = []
+    policy = RetentionPolicy(rules=(Rule("success", MAX_DURATION),), every=timedelta(seconds=1))
+    async with open_world(sqlite_backend, tmp_path) as world:
+        await seed(world, "young", "success", days=40)
+        scheduler = Scheduler(
+            world.runtime, retention=scheduled_sweep(policy, on_report=reports.append)
+        )
+        first = await scheduler.tick()  # the real now: now - 100 years is a date
+        assert first.errors == []
+        assert [(r.examined, r.deleted) for r in reports] == [(0, 0)]
+        assert marker("young") in await world.raw()

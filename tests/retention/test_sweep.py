@@ -2,13 +2,16 @@
 
 from __future__ import annotations
 
-from datetime import timedelta
+import re
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
+
+import pytest
 
 from tests.backends import Backend
 from tests.retention.world import NOW, World, age, marker, open_world, seed
 from tether.approvals import expire_due
-from tether.retention import RetentionPolicy, Rule, audit_trail, sweep
+from tether.retention import RetentionPolicy, Rule, audit_trail, retention_plane, sweep
 from tether.runtime.resumer import RuntimeResumer
 from tether.runtime.store.base import Outcome
 
@@ -139,3 +142,34 @@ async def test_a_dry_run_writes_nothing(backend: Backend, tmp_path: Path) -> Non
         assert sorted(seen) == [("e-old", "pruned"), ("s-old", "deleted")]
         assert (report.deleted, report.pruned) == (1, 1)
         assert await world.raw() == before
+
+
+async def test_a_now_too_early_for_a_rule_is_refused_before_anything_is_written(
+    backend: Backend, tmp_path: Path
+) -> None:
+    async with open_world(backend, tmp_path) as world:
+        await seed(world, "half-done", "success", days=40)
+        plane = retention_plane(world.runtime.store)
+        await plane.put_audit_summary(
+            "sum-half-done",
+            thread_id="half-done",
+            tenant_id="",
+            summary="{}",
+            written_at=NOW,
+            keep_until=None,
+        )  # an earlier sweep killed after the row went: its checkpoints are still to delete
+        assert await plane.delete_quiet_thread("half-done", before=NOW, summary_id="sum-half-done")
+        for now, message in [
+            (datetime(1, 1, 1, tzinfo=UTC), "now: 0001-01-01T00:00:00+00:00 is too early for rule"),
+            (
+                datetime(2026, 11, 30),
+                "now: datetime.datetime(2026, 11, 30, 0, 0) is not a datetime",
+            ),
+        ]:
+            with pytest.raises(ValueError, match=re.escape(message)):
+                await sweep(world.runtime, POLICY, now=now)
+        assert marker("half-done") in await world.raw()  # the resumable deletion waited
+        assert await plane.summaries_deleting() == [("sum-half-done", "half-done")]
+        report = await sweep(world.runtime, POLICY, now=NOW)
+        assert report.resumed == 1
+        assert marker("half-done") not in await world.raw()

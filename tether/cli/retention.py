@@ -43,17 +43,32 @@ def register(subparsers: Any) -> None:
     run.add_argument("--dry-run", action="store_true", help="decide and count; delete nothing")
     run.add_argument("--now", help="measure ages from this ISO 8601 time (default: now)")
     run.add_argument(
-        "--concurrency", type=int, default=4, help="threads of a batch handled at once"
+        "--concurrency",
+        type=_positive_int,
+        default=4,
+        help="threads of a batch handled at once (at least 1)",
     )
     run.add_argument("--json", action="store_true", help="print the summary as JSON")
     run.add_argument("--quiet", action="store_true", help="no progress line")
     run.set_defaults(handler=_run)
 
 
+def _positive_int(text: str) -> int:
+    """``--concurrency``: an integer of at least 1, or an argparse error naming the option."""
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not an integer") from None
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a positive integer (at least 1)")
+    return value
+
+
 def _progress(report: Any) -> None:
+    verb = "would be " if report.dry_run else ""
     line = (
-        f"\rbatch {report.batches}: {report.examined} examined, {report.deleted} deleted, "
-        f"{report.pruned} pruned, {report.kept_pending_approval + report.awaiting_expiry} "
+        f"\rbatch {report.batches}: {report.examined} examined, {report.deleted} {verb}deleted, "
+        f"{report.pruned} {verb}pruned, {report.kept_pending_approval + report.awaiting_expiry} "
         f"kept for approvals ({report.threads_per_second:.0f} threads/s)"
     )
     print(line, end="", file=sys.stderr, flush=True)
@@ -98,6 +113,12 @@ def _run(args: argparse.Namespace) -> int:
             print(f"tether: error: --now {args.now!r} needs a UTC offset", file=sys.stderr)
             return 2
     policy = load_policy(Path(args.policy))
+    if now is not None:
+        try:
+            policy.check_now(now)
+        except ValueError as exc:
+            print(f"tether: error: --{exc}", file=sys.stderr)  # "--now: …"
+            return 2
     from tether.retention import NoRunStoreError, check_run_store
 
     try:

@@ -21,7 +21,9 @@ or in ``tether.json`` next to ``langgraph.json``::
     {"retention": {"rules": [{"status": "success", "max_age": "30d", "action": "delete"}],
                    "audit_max_age": "400d", "every": "1h"}}
 
-and :func:`load_policy` checks every field, naming it in the error.
+and :func:`load_policy` checks every field, naming it in the error. A duration
+is at most :data:`MAX_DURATION` (100 years), so ``now - max_age`` is always a
+date, and ``every`` is at least :data:`MIN_EVERY` (1 second).
 """
 
 from __future__ import annotations
@@ -30,7 +32,7 @@ import json
 import re
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
-from datetime import timedelta
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any, Literal, get_args
 
@@ -39,6 +41,8 @@ from tether.retention.errors import RetentionPolicyError
 __all__ = [
     "ACTIONS",
     "CONFIG_FILE",
+    "MAX_DURATION",
+    "MIN_EVERY",
     "STATUSES",
     "Action",
     "RetentionPolicy",
@@ -56,8 +60,18 @@ ACTIONS: tuple[str, ...] = get_args(Action)
 CONFIG_FILE = "tether.json"
 """The file next to ``langgraph.json`` whose ``retention`` section is the policy."""
 
+MAX_DURATION = timedelta(days=36500)
+"""The longest duration a policy takes (100 years): ``now - max_age`` stays a date."""
+MIN_EVERY = timedelta(seconds=1)
+"""The shortest sweep interval: the scheduler ticks about once a second."""
+
 _UNITS = {"s": 1, "m": 60, "h": 3600, "d": 86400, "w": 604800}
-_DURATION = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*([smhdw])\s*$")
+_DURATION = re.compile(r"([0-9]+(?:\.[0-9]+)?)([smhdw])", re.ASCII)  # fullmatch: no spaces
+_NOT_A_DURATION = (
+    "is not a duration; use a positive number of seconds or a number with s, m, h, d or w, "
+    'e.g. "30d" (ASCII digits, no spaces)'
+)
+_TOO_LONG = "is longer than 100 years (36500d), the longest duration a policy takes"
 _SECTION_KEYS = {"rules", "audit_max_age", "receipt_max_age", "batch_size", "every"}
 _RULE_KEYS = {"status", "max_age", "action", "tenant", "assistant"}
 
@@ -65,22 +79,60 @@ _RULE_KEYS = {"status", "max_age", "action", "tenant", "assistant"}
 def parse_duration(value: Any, where: str) -> timedelta:
     """``"30d"``, ``"12h"``, ``"15m"``, ``"45s"``, ``"2w"`` or a number of seconds.
 
+    The number is ASCII digits with no spaces around it or its unit, and the
+    duration at most :data:`MAX_DURATION`.
+
     Raises:
         RetentionPolicyError: naming ``where`` and the value.
     """
-    seconds: float | None = None
-    if isinstance(value, bool):
-        seconds = None
-    elif isinstance(value, int | float):
-        seconds = float(value)
-    elif isinstance(value, str) and (found := _DURATION.match(value)):
-        seconds = float(found.group(1)) * _UNITS[found.group(2)]
+    seconds = _seconds(value)
     if seconds is None or not seconds > 0 or seconds == float("inf"):
+        raise RetentionPolicyError(f"{where}: {_shown(value)} {_NOT_A_DURATION}")
+    if seconds > MAX_DURATION.total_seconds():  # before timedelta(), which would overflow
+        raise RetentionPolicyError(f"{where}: {_shown(value)} {_TOO_LONG}")
+    duration = timedelta(seconds=seconds)
+    if duration <= timedelta(0):
+        raise RetentionPolicyError(f"{where}: {_shown(value)} is shorter than a microsecond")
+    return duration
+
+
+def _seconds(value: Any) -> float | None:
+    """The seconds a duration's value says, or ``None`` for no duration (a huge int stays int)."""
+    if isinstance(value, bool):
+        return None
+    if isinstance(value, int | float):
+        return value
+    if isinstance(value, str) and (found := _DURATION.fullmatch(value)):
+        return float(found.group(1)) * _UNITS[found.group(2)]
+    return None
+
+
+def _shown(value: Any, limit: int = 40) -> str:
+    """``repr(value)`` cut to ``limit`` characters: a file may hold a 400-digit number."""
+    try:
+        text = repr(value)
+    except ValueError:  # an int past Python's limit on digits converted to text
+        return "a number too long to show"
+    return text if len(text) <= limit else f"{text[: limit - 3]}..."
+
+
+def _interval(value: Any, where: str) -> timedelta:
+    """:func:`parse_duration` for ``every``, which is at least :data:`MIN_EVERY`."""
+    every = parse_duration(value, where)
+    if every < MIN_EVERY:
         raise RetentionPolicyError(
-            f"{where}: {value!r} is not a duration; use a positive number of seconds or a "
-            'number with s, m, h, d or w, e.g. "30d"'
+            f"{where}: {_shown(value)} is shorter than 1s, the shortest interval (the scheduler "
+            "ticks about once a second)"
         )
-    return timedelta(seconds=seconds)
+    return every
+
+
+def _check_age(value: Any, where: str) -> None:
+    """Refuse an age in code that is not a timedelta in (0, :data:`MAX_DURATION`]."""
+    if not isinstance(value, timedelta) or value <= timedelta(0):
+        raise RetentionPolicyError(f"{where} must be a positive timedelta")
+    if value > MAX_DURATION:
+        raise RetentionPolicyError(f"{where}: {_human(value)} {_TOO_LONG}")
 
 
 @dataclass(frozen=True)
@@ -112,8 +164,7 @@ class Rule:
             raise RetentionPolicyError(
                 f"{where}: action {self.action!r} is not one of {', '.join(ACTIONS)}"
             )
-        if not isinstance(self.max_age, timedelta) or self.max_age <= timedelta(0):
-            raise RetentionPolicyError(f"{where}: max_age must be a positive timedelta")
+        _check_age(self.max_age, f"{where}: max_age")
         for name in ("tenant", "assistant"):
             value = getattr(self, name)
             if value is not None and (not isinstance(value, str) or not value):
@@ -183,6 +234,44 @@ class RetentionPolicy:
             raise RetentionPolicyError(
                 f"batch_size: {self.batch_size} is outside 1..10000 (a batch is held in memory)"
             )
+        for name in ("audit_max_age", "receipt_max_age"):
+            if getattr(self, name) is not None:
+                _check_age(getattr(self, name), name)
+        _check_age(self.every, "every")
+        if self.every < MIN_EVERY:
+            raise RetentionPolicyError(
+                f"every: {_human(self.every)} is shorter than 1s, the shortest interval (the "
+                "scheduler ticks about once a second)"
+            )
+
+    def check_now(self, now: datetime) -> None:
+        """Refuse a ``now`` the sweep cannot measure this policy's ages from.
+
+        ``now`` needs a UTC offset, and it, each rule's cutoff ``now - max_age``
+        and the audit summaries' ``now + audit_max_age`` must be dates in UTC
+        (years 1 to 9999).
+
+        Raises:
+            ValueError: naming ``now`` and, when one does not fit, the age.
+        """
+        if not isinstance(now, datetime) or now.tzinfo is None:
+            raise ValueError(f"now: {now!r} is not a datetime with a UTC offset")
+        at = now.isoformat()
+        _fits(now, timedelta(0), f"now: {at} is not a date in UTC (years 1 to 9999)")
+        for rule in self.rules:
+            _fits(
+                now,
+                -rule.max_age,
+                f"now: {at} is too early for rule {rule.describe()}: "
+                f"{_human(rule.max_age)} before it is before year 1",
+            )
+        if self.audit_max_age is not None:
+            _fits(
+                now,
+                self.audit_max_age,
+                f"now: {at} is too late for audit_max_age {_human(self.audit_max_age)}: "
+                "that long after it is after year 9999",
+            )
 
     @property
     def youngest(self) -> timedelta | None:
@@ -204,6 +293,14 @@ class RetentionPolicy:
         return max(matching, key=lambda r: r.specificity, default=None)
 
 
+def _fits(now: datetime, delta: timedelta, problem: str) -> None:
+    """Raise ``ValueError(problem)`` unless ``now + delta`` is a date, in UTC too."""
+    try:
+        (now + delta).astimezone(UTC)
+    except OverflowError:
+        raise ValueError(problem) from None
+
+
 def policy_from_dict(section: Mapping[str, Any], where: str = "retention") -> RetentionPolicy:
     """Build a policy from a ``retention`` section (see the module docstring).
 
@@ -216,17 +313,20 @@ def policy_from_dict(section: Mapping[str, Any], where: str = "retention") -> Re
     raw_rules = section.get("rules")
     if not isinstance(raw_rules, list) or not raw_rules:
         raise RetentionPolicyError(f"{where}.rules: expected a non-empty list of rules")
-    rules = [rule for i, raw in enumerate(raw_rules) for rule in _rules(raw, f"{where}.rules[{i}]")]
+    indexed = [
+        (i, rule) for i, raw in enumerate(raw_rules) for rule in _rules(raw, f"{where}.rules[{i}]")
+    ]
+    _unique_scopes(indexed, where)
     options: dict[str, Any] = {}
     for name in ("audit_max_age", "receipt_max_age"):
         if section.get(name) is not None:
             options[name] = parse_duration(section[name], f"{where}.{name}")
     if "every" in section:
-        options["every"] = parse_duration(section["every"], f"{where}.every")
+        options["every"] = _interval(section["every"], f"{where}.every")
     if "batch_size" in section:
         options["batch_size"] = section["batch_size"]
     try:
-        return RetentionPolicy(rules=tuple(rules), **options)
+        return RetentionPolicy(rules=tuple(rule for _, rule in indexed), **options)
     except RetentionPolicyError as exc:
         raise RetentionPolicyError(f"{where}.{exc}") from None
 
@@ -238,12 +338,7 @@ def _rules(raw: Any, where: str) -> Iterable[Rule]:
     for name in ("status", "max_age"):
         if name not in raw:
             raise RetentionPolicyError(f"{where}.{name}: missing")
-    statuses = raw["status"] if isinstance(raw["status"], list) else [raw["status"]]
-    for status in statuses:
-        if status not in STATUSES:
-            raise RetentionPolicyError(
-                f"{where}.status: {status!r} is not a run status; use one of {', '.join(STATUSES)}"
-            )
+    statuses = _statuses(raw["status"], f"{where}.status")
     action = raw.get("action", "delete")
     if action not in ACTIONS:
         raise RetentionPolicyError(f"{where}.action: {action!r} is not one of {', '.join(ACTIONS)}")
@@ -255,6 +350,36 @@ def _rules(raw: Any, where: str) -> Iterable[Rule]:
             raise RetentionPolicyError(f"{where}.{name}: expected a non-empty string")
         scope[name] = value
     return [Rule(s, age, action, **scope) for s in statuses]
+
+
+def _statuses(value: Any, where: str) -> list[str]:
+    """A rule's ``status``: one run status or a non-empty list of distinct ones."""
+    statuses = value if isinstance(value, list) else [value]
+    if not statuses:
+        raise RetentionPolicyError(
+            f"{where}: an empty list matches no thread; name at least one of {', '.join(STATUSES)}"
+        )
+    for index, status in enumerate(statuses):
+        if status not in STATUSES:
+            raise RetentionPolicyError(
+                f"{where}: {status!r} is not a run status; use one of {', '.join(STATUSES)}"
+            )
+        if status in statuses[:index]:
+            raise RetentionPolicyError(f"{where}: {status!r} is listed twice")
+    return statuses
+
+
+def _unique_scopes(indexed: list[tuple[int, Rule]], where: str) -> None:
+    """Refuse two rules of one scope, naming the entries of ``rules`` they came from."""
+    seen: dict[tuple[str, str | None, str | None], int] = {}
+    for index, rule in indexed:
+        if rule.scope in seen:
+            raise RetentionPolicyError(
+                f"{where}.rules[{index}]: a second rule for status {rule.status!r}, tenant "
+                f"{rule.tenant!r}, assistant {rule.assistant!r} (rules[{seen[rule.scope]}] "
+                "has the same scope); keep one"
+            )
+        seen[rule.scope] = index
 
 
 def _no_unknown(data: Mapping[str, Any], known: set[str], where: str) -> None:

@@ -233,11 +233,11 @@ async def sweep_store(
     """:func:`sweep` on an open run store and the checkpointer of its workers."""
     if isinstance(concurrency, bool) or not isinstance(concurrency, int) or concurrency < 1:
         raise ValueError(f"concurrency must be a positive integer, not {concurrency!r}")
+    now = now or datetime.now(UTC)
+    policy.check_now(now)  # before anything is written: every cutoff must be a date
     started = time.monotonic()
     report = SweepReport(dry_run=dry_run)
-    job = _Sweep(
-        retention_plane(store), store, saver, policy, now or datetime.now(UTC), report, on_decision
-    )
+    job = _Sweep(retention_plane(store), store, saver, policy, now, report, on_decision)
     if not dry_run:
         await job.finish_interrupted()
     youngest = policy.youngest
@@ -276,7 +276,8 @@ async def sweep(
     Args:
         runtime: An open :class:`~tether.runtime.Runtime` (any tenant).
         policy: The rules.
-        now: The time ages are measured from (default: now).
+        now: The time ages are measured from (default: now); a ``ValueError``
+            names it when a rule's ``now - max_age`` is no date.
         dry_run: Decide and count, write nothing.
         progress: Called with the report after every batch.
         on_decision: Called with every thread a rule was due for.
