@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from datetime import timedelta
 from pathlib import Path
 
 import pytest
@@ -105,3 +106,23 @@ async def test_an_erasure_without_exactly_one_subject_is_refused(
             with pytest.raises(ErasureError) as caught:
                 await erase(world.runtime, **subject)
     assert message in str(caught.value)
+
+
+@pytest.mark.parametrize(
+    "keep_for",
+    [timedelta(days=10**6), timedelta(0), timedelta(days=-1), 30],
+    ids=["past-100-years", "zero", "negative", "not-a-timedelta"],
+)
+async def test_a_receipt_that_could_not_be_kept_is_refused_before_anything_is_erased(
+    tmp_path: Path, keep_for: object
+) -> None:
+    """The receipt is written last: a keep_for that fails there would erase with no receipt."""
+    from tests.backends import fresh_backend
+
+    with fresh_backend("sqlite", {}, tmp_path) as backend:
+        async with open_world(backend, tmp_path) as world:
+            await seed(world, "u1-a", "success", days=3, owner="u1")
+            with pytest.raises(ErasureError, match="keep_for"):
+                await erase(world.runtime, user="u1", now=NOW, keep_for=keep_for)  # type: ignore[arg-type]
+            assert marker("u1-a") in await world.raw()
+            assert (await audit_trail(world.runtime.store, "u1-a")).receipts == []

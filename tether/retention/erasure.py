@@ -35,6 +35,7 @@ from langgraph.checkpoint.base import BaseCheckpointSaver
 from tether.approvals import canonical_json, list_approvals
 from tether.retention.errors import ErasureError
 from tether.retention.plane import retention_plane
+from tether.retention.policy import MAX_DURATION
 from tether.retention.summary import sha256_text, with_digest
 from tether.runtime.store import RetentionPlane, RunStore, SubjectKind, ThreadActivity
 from tether.store import store_for
@@ -175,6 +176,24 @@ async def _erase_thread(
         counts[name] = counts.get(name, 0) + value
 
 
+def _check_keep_for(keep_for: object, started: datetime) -> None:
+    """``keep_for`` is ``None`` or a positive timedelta of at most :data:`MAX_DURATION` whose
+    end is a date; else :class:`ErasureError`, raised before anything is erased."""
+    if keep_for is None:
+        return
+    if not isinstance(keep_for, timedelta) or not timedelta(0) < keep_for <= MAX_DURATION:
+        raise ErasureError(
+            f"keep_for must be a positive timedelta of at most 100 years (36500 days), "
+            f"got {keep_for!r}"
+        )
+    try:
+        started + keep_for
+    except OverflowError:
+        raise ErasureError(
+            f"keep_for {keep_for!r} from {started.isoformat()} ends past the last date"
+        ) from None
+
+
 async def erase_store(
     store: RunStore,
     saver: BaseCheckpointSaver[Any],
@@ -188,12 +207,13 @@ async def erase_store(
 ) -> ErasureReceipt:
     """:func:`erase` on an open run store and its workers' checkpointer."""
     kind, value = subject_of(thread, tenant, user)
+    started = now or datetime.now(UTC)
+    _check_keep_for(keep_for, started)  # before anything is deleted: the receipt must be written
     if within is not None and kind == "tenant" and value != within:
         raise ErasureError(
             f"an erasure confined to tenant {within!r} cannot erase tenant {value!r}"
         )
     plane = retention_plane(store)
-    started = now or datetime.now(UTC)
     counts = dict.fromkeys(COUNTED, 0)
     hashes: list[str] = []
     tenants: set[str] = set()
