@@ -55,6 +55,7 @@ from tether.runtime import (
     models,
 )
 from tether.runtime.store import NewRun, RunStore
+from tether.runtime.store.base import ThreadCreation
 from tether.server._caller import Caller
 from tether.server._custom_auth import CustomAuth, matches, plain
 from tether.server._errors import ApiError
@@ -100,7 +101,7 @@ async def _filtered_page(
     return found
 
 
-class GuardedStore:
+class GuardedStore(ThreadCreation):
     """A run store acting for one caller, through the project's ``@auth.on`` handlers."""
 
     def __init__(self, inner: RunStore, caller: Caller, auth: CustomAuth) -> None:
@@ -157,19 +158,6 @@ class GuardedStore:
         return found
 
     # -- threads --------------------------------------------------------------------------
-
-    async def create_thread(
-        self,
-        *,
-        tenant: str = "",
-        thread_id: str | None = None,
-        metadata: Mapping[str, Any] | None = None,
-        if_exists: Any = "raise",
-    ) -> Thread:
-        made = await self.put_thread(
-            tenant=tenant, thread_id=thread_id, metadata=metadata, if_exists=if_exists
-        )
-        return made[0]
 
     async def put_thread(
         self,

@@ -66,8 +66,38 @@ __all__ = [
     "Outcome",
     "OutcomeStatus",
     "RunStore",
+    "ThreadCreation",
     "WorkerInfo",
 ]
+
+
+class _PutsThreads(Protocol):
+    async def put_thread(
+        self,
+        *,
+        tenant: str = "",
+        thread_id: str | None = None,
+        metadata: Mapping[str, Any] | None = None,
+        if_exists: IfExists = "raise",
+    ) -> tuple[Thread, bool]: ...
+
+
+class ThreadCreation:
+    """``create_thread``, once, for every store that has ``put_thread`` (the stores and the
+    server's guarded one): the thread, without whether this call made it."""
+
+    async def create_thread(
+        self: _PutsThreads,
+        *,
+        tenant: str = "",
+        thread_id: str | None = None,
+        metadata: Mapping[str, Any] | None = None,
+        if_exists: IfExists = "raise",
+    ) -> Thread:
+        thread, _ = await self.put_thread(
+            tenant=tenant, thread_id=thread_id, metadata=metadata, if_exists=if_exists
+        )
+        return thread
 
 
 class RunStore(Protocol):

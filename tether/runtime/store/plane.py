@@ -30,7 +30,7 @@ from tether.runtime.models import (
     ThreadStatus,
 )
 from tether.runtime.store import control
-from tether.runtime.store.base import Created, NewEvent, NewRun
+from tether.runtime.store.base import Created, NewEvent, NewRun, ThreadCreation
 from tether.runtime.store.control import NewAssistant
 from tether.runtime.store.edits import EditPlane
 from tether.runtime.store.resealing import ResealCounts, reseal
@@ -40,7 +40,7 @@ from tether.runtime.store.validation import ValidRun, check_mapping, encode, val
 __all__ = ["ControlPlane"]
 
 
-class ControlPlane(EditPlane, ABC):
+class ControlPlane(ThreadCreation, EditPlane, ABC):
     """Assistants, threads, runs and event reads (see :class:`~.base.RunStore`), and
     the edits of :class:`~.edits.EditPlane`."""
 
@@ -194,19 +194,6 @@ class ControlPlane(EditPlane, ABC):
         return found
 
     # -- threads --------------------------------------------------------------------------
-
-    async def create_thread(
-        self,
-        *,
-        tenant: str = "",
-        thread_id: str | None = None,
-        metadata: Mapping[str, Any] | None = None,
-        if_exists: IfExists = "raise",
-    ) -> Thread:
-        made = await self.put_thread(
-            tenant=tenant, thread_id=thread_id, metadata=metadata, if_exists=if_exists
-        )
-        return made[0]
 
     async def put_thread(
         self,
