@@ -71,23 +71,12 @@ __all__ = [
 ]
 
 
-class _PutsThreads(Protocol):
-    async def put_thread(
-        self,
-        *,
-        tenant: str = "",
-        thread_id: str | None = None,
-        metadata: Mapping[str, Any] | None = None,
-        if_exists: IfExists = "raise",
-    ) -> tuple[Thread, bool]: ...
-
-
 class ThreadCreation:
     """``create_thread``, once, for every store that has ``put_thread`` (the stores and the
     server's guarded one): the thread, without whether this call made it."""
 
     async def create_thread(
-        self: _PutsThreads,
+        self: RunStore,
         *,
         tenant: str = "",
         thread_id: str | None = None,
