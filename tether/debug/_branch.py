@@ -102,11 +102,7 @@ async def branch(
     *,
     outputs: Mapping[int, Any] | None = None,
 ) -> None:
-    """``target`` as ``source`` was at the end of ``line``, with the steps ``keep`` recorded.
-
-    Raises:
-        DebugError: ``target`` is not a new thread (see :func:`check_new_thread`).
-    """
-    await check_new_thread(saver, target)
+    """``target`` (a new thread: see :func:`check_new_thread` for an id a caller named) as
+    ``source`` was at the end of ``line``, with the steps ``keep`` recorded."""
     await copy_line(saver, source, target, line)
     await copy_steps(saver, source, target, keep, outputs=outputs)

@@ -10,7 +10,7 @@ from typing import Any
 from langchain_core.messages import AIMessage, BaseMessage, convert_to_messages
 from langgraph.checkpoint.base import BaseCheckpointSaver
 
-from tether.debug._branch import branch, new_thread_id, steps_before
+from tether.debug._branch import branch, check_new_thread, new_thread_id, steps_before
 from tether.debug._checkpoints import Checkpoint, lineage
 from tether.debug._diff import StateDiff, diff_states
 from tether.debug._entries import HEADERS, Entry, build_entries, root_task
@@ -253,7 +253,7 @@ class Timeline:
             return await _load(self.source, target)
         source = self._local("fork")
         line = self.checkpoints[: self.checkpoints.index(start) + 1]
-        target = new_thread_id(self.thread_id, "fork") if thread_id is None else thread_id
+        target = await self._new_thread(source.saver, thread_id, "fork")
         await branch(
             source.saver,
             self.thread_id,
@@ -354,6 +354,14 @@ class Timeline:
             output = _as_message(output)
         return entry, output
 
+    async def _new_thread(
+        self, saver: BaseCheckpointSaver[Any], thread_id: str | None, what: str
+    ) -> str:
+        """A fresh ``<thread>~<what>-<random>``, or the caller's ``thread_id`` once checked."""
+        if thread_id is None:
+            return new_thread_id(self.thread_id, what)
+        return await check_new_thread(saver, thread_id)
+
     async def _what_if_branch(self, step: int, output: Any, *, thread_id: str | None = None) -> str:
         """The new thread a what-if runs on, ready to run (not run yet); its id.
 
@@ -370,7 +378,7 @@ class Timeline:
             for s in self.steps
             if root_task(s, self.thread_id) in start.task_ids and s.index < entry.log_index
         }
-        target = new_thread_id(self.thread_id, "whatif") if thread_id is None else thread_id
+        target = await self._new_thread(saver, thread_id, "whatif")
         keep = before | {entry.log_index}
         await branch(saver, self.thread_id, target, line, keep, outputs={entry.log_index: output})
         return target
