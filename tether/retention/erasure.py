@@ -28,14 +28,14 @@ from __future__ import annotations
 import uuid
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, cast
 
 from langgraph.checkpoint.base import BaseCheckpointSaver
 
 from tether.approvals import canonical_json, list_approvals
-from tether.retention.errors import ErasureError
+from tether.retention.errors import ErasureError, RetentionPolicyError
 from tether.retention.plane import retention_plane
-from tether.retention.policy import MAX_DURATION
+from tether.retention.policy import check_age
 from tether.retention.summary import sha256_text, with_digest
 from tether.runtime.store import RetentionPlane, RunStore, SubjectKind, ThreadActivity
 from tether.store import store_for
@@ -177,17 +177,15 @@ async def _erase_thread(
 
 
 def _check_keep_for(keep_for: object, started: datetime) -> None:
-    """``keep_for`` is ``None`` or a positive timedelta of at most :data:`MAX_DURATION` whose
-    end is a date; else :class:`ErasureError`, raised before anything is erased."""
+    """``keep_for`` is ``None`` or an age a policy takes (see :data:`MAX_DURATION`) whose end
+    is a date; else :class:`ErasureError`, raised before anything is erased."""
     if keep_for is None:
         return
-    if not isinstance(keep_for, timedelta) or not timedelta(0) < keep_for <= MAX_DURATION:
-        raise ErasureError(
-            f"keep_for must be a positive timedelta of at most 100 years (36500 days), "
-            f"got {keep_for!r}"
-        )
     try:
-        started + keep_for
+        check_age(keep_for, "keep_for")
+        started + cast(timedelta, keep_for)
+    except RetentionPolicyError as exc:
+        raise ErasureError(str(exc)) from None
     except OverflowError:
         raise ErasureError(
             f"keep_for {keep_for!r} from {started.isoformat()} ends past the last date"

@@ -47,6 +47,7 @@ __all__ = [
     "Action",
     "RetentionPolicy",
     "Rule",
+    "check_age",
     "load_policy",
     "parse_duration",
     "policy_from_dict",
@@ -72,6 +73,7 @@ _NOT_A_DURATION = (
     'e.g. "30d" (ASCII digits, no spaces)'
 )
 _TOO_LONG = "is longer than 100 years (36500d), the longest duration a policy takes"
+_TOO_SHORT = "is shorter than 1s, the shortest interval (the scheduler ticks about once a second)"
 _SECTION_KEYS = {"rules", "audit_max_age", "receipt_max_age", "batch_size", "every"}
 _RULE_KEYS = {"status", "max_age", "action", "tenant", "assistant"}
 
@@ -120,15 +122,12 @@ def _interval(value: Any, where: str) -> timedelta:
     """:func:`parse_duration` for ``every``, which is at least :data:`MIN_EVERY`."""
     every = parse_duration(value, where)
     if every < MIN_EVERY:
-        raise RetentionPolicyError(
-            f"{where}: {_shown(value)} is shorter than 1s, the shortest interval (the scheduler "
-            "ticks about once a second)"
-        )
+        raise RetentionPolicyError(f"{where}: {_shown(value)} {_TOO_SHORT}")
     return every
 
 
-def _check_age(value: Any, where: str) -> None:
-    """Refuse an age in code that is not a timedelta in (0, :data:`MAX_DURATION`]."""
+def check_age(value: Any, where: str) -> None:
+    """Refuse an age given in code that is not a timedelta in (0, :data:`MAX_DURATION`]."""
     if not isinstance(value, timedelta) or value <= timedelta(0):
         raise RetentionPolicyError(f"{where} must be a positive timedelta")
     if value > MAX_DURATION:
@@ -164,7 +163,7 @@ class Rule:
             raise RetentionPolicyError(
                 f"{where}: action {self.action!r} is not one of {', '.join(ACTIONS)}"
             )
-        _check_age(self.max_age, f"{where}: max_age")
+        check_age(self.max_age, f"{where}: max_age")
         for name in ("tenant", "assistant"):
             value = getattr(self, name)
             if value is not None and (not isinstance(value, str) or not value):
@@ -217,17 +216,10 @@ class RetentionPolicy:
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "rules", tuple(self.rules))
-        seen: dict[tuple[str, str | None, str | None], int] = {}
         for index, rule in enumerate(self.rules):
             if not isinstance(rule, Rule):
                 raise RetentionPolicyError(f"rules[{index}]: expected a Rule, got {rule!r}")
-            if rule.scope in seen:
-                raise RetentionPolicyError(
-                    f"rules[{index}]: a second rule for status {rule.status!r}, tenant "
-                    f"{rule.tenant!r}, assistant {rule.assistant!r} (rules[{seen[rule.scope]}] "
-                    "has the same scope); keep one"
-                )
-            seen[rule.scope] = index
+        _unique_scopes(list(enumerate(self.rules)))
         if isinstance(self.batch_size, bool) or not isinstance(self.batch_size, int):
             raise RetentionPolicyError(f"batch_size: expected an integer, got {self.batch_size!r}")
         if not 1 <= self.batch_size <= 10_000:
@@ -236,13 +228,10 @@ class RetentionPolicy:
             )
         for name in ("audit_max_age", "receipt_max_age"):
             if getattr(self, name) is not None:
-                _check_age(getattr(self, name), name)
-        _check_age(self.every, "every")
+                check_age(getattr(self, name), name)
+        check_age(self.every, "every")
         if self.every < MIN_EVERY:
-            raise RetentionPolicyError(
-                f"every: {_human(self.every)} is shorter than 1s, the shortest interval (the "
-                "scheduler ticks about once a second)"
-            )
+            raise RetentionPolicyError(f"every: {_human(self.every)} {_TOO_SHORT}")
 
     def check_now(self, now: datetime) -> None:
         """Refuse a ``now`` the sweep cannot measure this policy's ages from.
@@ -369,13 +358,15 @@ def _statuses(value: Any, where: str) -> list[str]:
     return statuses
 
 
-def _unique_scopes(indexed: list[tuple[int, Rule]], where: str) -> None:
-    """Refuse two rules of one scope, naming the entries of ``rules`` they came from."""
+def _unique_scopes(indexed: list[tuple[int, Rule]], where: str = "") -> None:
+    """Refuse two rules of one scope, naming the entries of ``rules`` they came from
+    (``where``: the section they were read from, if any)."""
+    prefix = f"{where}." if where else ""
     seen: dict[tuple[str, str | None, str | None], int] = {}
     for index, rule in indexed:
         if rule.scope in seen:
             raise RetentionPolicyError(
-                f"{where}.rules[{index}]: a second rule for status {rule.status!r}, tenant "
+                f"{prefix}rules[{index}]: a second rule for status {rule.status!r}, tenant "
                 f"{rule.tenant!r}, assistant {rule.assistant!r} (rules[{seen[rule.scope]}] "
                 "has the same scope); keep one"
             )
