@@ -54,8 +54,7 @@ from tether.runtime import (
     ThreadNotFoundError,
     models,
 )
-from tether.runtime.store import NewRun, RunStore
-from tether.runtime.store.base import ThreadCreation
+from tether.runtime.store import NewRun, RunStore, ThreadCreation
 from tether.server._caller import Caller
 from tether.server._custom_auth import CustomAuth, matches, plain
 from tether.server._errors import ApiError

@@ -26,6 +26,7 @@ from tether.runtime.store.base import (
     NewRun,
     Outcome,
     RunStore,
+    ThreadCreation,
     WorkerInfo,
 )
 from tether.runtime.store.resealing import ResealCounts
@@ -46,6 +47,7 @@ __all__ = [
     "RunStore",
     "SubjectKind",
     "ThreadActivity",
+    "ThreadCreation",
     "WorkerInfo",
     "is_transient",
     "open_run_store",
