@@ -21,7 +21,13 @@ By default the tool is a plain ``durable_tool`` (a claim is written before
 each call); ``--read-only`` declares it ``read_only=True``, as a lookup is,
 which writes no claim.
 
-Usage: ``python bench/step_overhead.py [--steps 100] [--repeat 5] [--url URL ...] [--read-only]``.
+``--latency-ms D`` reaches PostgreSQL and Redis through a relay that delays
+each direction by ``D`` ms (``_latency.py``): a database on another host, where
+every round trip costs what it does in production. The same relay serves
+both variants.
+
+Usage: ``python bench/step_overhead.py [--steps 100] [--repeat 5] [--url URL ...] [--read-only]
+[--latency-ms 0.25]``.
 """
 
 from __future__ import annotations
@@ -42,6 +48,7 @@ from typing import Annotated, Any, TypedDict
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from _agents import ScriptedToolLoop, agent_loop, model_node
+from _latency import delayed_url
 from langchain_core.messages import AnyMessage, BaseMessage, HumanMessage, ToolMessage
 from langchain_core.runnables import Runnable
 from langchain_core.tools import BaseTool, StructuredTool
@@ -163,16 +170,26 @@ async def main() -> None:
         default=[],
         help="a checkpointer URL (repeat for several backends; default: all four)",
     )
+    parser.add_argument(
+        "--latency-ms",
+        type=float,
+        default=0.0,
+        help="delay each direction to PostgreSQL and Redis by this much (a remote database)",
+    )
     args = parser.parse_args()
     with tempfile.TemporaryDirectory() as tmp, contextlib.ExitStack() as stack:
         urls: Sequence[str] = args.url or stack.enter_context(default_urls(tmp))
         tool = "read_only lookup tool (no claim)" if args.read_only else "durable tool (claimed)"
         print(f"{args.steps} steps x {args.repeat} runs per variant, durability=sync, {tool}")
+        if args.latency_ms:
+            print(f"PostgreSQL and Redis {args.latency_ms} ms away each way (a relay)")
         print("ms per step; ratio = tether / bare LangGraph (goal <= 1.10)")
         print(f"{'':<11}{'bare LangGraph':>17}{'tether':>17}{'ratio':>17}")
         print(f"{'backend':<11}" + f"{'median':>9}{'best':>8}" * 2 + f"{'median':>10}{'best':>8}")
         for url in urls:
-            report(await measure(url, args.steps, args.repeat, args.read_only))
+            remote = url.startswith(("postgres", "redis")) and args.latency_ms > 0
+            with delayed_url(url, args.latency_ms if remote else 0) as reached:
+                report(await measure(reached, args.steps, args.repeat, args.read_only))
 
 
 if __name__ == "__main__":

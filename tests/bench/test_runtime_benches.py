@@ -9,8 +9,10 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
+import time
 from pathlib import Path
 
+import psycopg
 import pytest
 
 from tether.testing.services import ENV_POSTGRES
@@ -62,3 +64,51 @@ def test_a_step_benchmark_runs_on_small_figures(script: str, tmp_path: Path) -> 
     assert done.returncode == 0, done.stdout + done.stderr
     rows = [line.split()[0] for line in done.stdout.splitlines() if line.endswith("x")]
     assert rows == ["memory", "sqlite"], done.stdout
+
+
+def test_the_latency_relay_delays_each_round_trip(servers: dict[str, str]) -> None:
+    """``--latency-ms``: PostgreSQL through ``bench/_latency.py`` answers at least 2 x delay later.
+
+    Checked against the shortest round trip of several, so a loaded machine
+    cannot make it pass: only the relay's delay can.
+    """
+    sys.path.insert(0, str(BENCH))
+    try:
+        from _latency import delayed_url
+    finally:
+        sys.path.remove(str(BENCH))
+
+    def shortest_round_trip(url: str) -> float:
+        with psycopg.connect(url, autocommit=True) as conn:
+            times = []
+            for _ in range(20):
+                started = time.perf_counter()
+                assert conn.execute("SELECT 41 + 1").fetchone() == (42,)
+                times.append(time.perf_counter() - started)
+        return min(times)
+
+    with delayed_url(servers["postgres"], 5) as url:
+        assert url != servers["postgres"]
+        assert shortest_round_trip(url) >= 0.010
+
+
+def test_the_step_benchmark_takes_a_latency(servers: dict[str, str]) -> None:
+    done = subprocess.run(
+        [
+            sys.executable,
+            str(BENCH / "step_overhead.py"),
+            *STEP_BENCHES["step_overhead.py"],
+            "--latency-ms",
+            "0.5",
+            "--url",
+            servers["postgres"],
+        ],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        check=False,
+    )
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert "PostgreSQL and Redis 0.5 ms away each way" in done.stdout, done.stdout
+    rows = [line.split()[0] for line in done.stdout.splitlines() if line.endswith("x")]
+    assert rows == ["postgresql"], done.stdout
