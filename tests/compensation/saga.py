@@ -7,6 +7,7 @@ with the same key adds nothing), exactly as a real provider would.
 
 from __future__ import annotations
 
+import os
 import sqlite3
 from pathlib import Path
 from typing import Any
@@ -106,3 +107,8 @@ CONFIG: Any = {"configurable": {"thread_id": "saga"}}
 INPUT = {"messages": [HumanMessage("refund A1")]}
 ALL_UNDONE = ["charge", "email", "ship", "undo-email ada@example.com", "undo-charge 4200"]
 """The world after the saga failed and was compensated in full (newest effect first)."""
+
+
+def ask_saga(saver: Any) -> Any:
+    """The saga whose charge's undo waits for a person; its world is ``$SAGA_WORLD`` (CLI)."""
+    return saga_graph(saver, World(Path(os.environ["SAGA_WORLD"])), charge="ask")

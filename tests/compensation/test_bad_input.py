@@ -35,6 +35,45 @@ def test_compensate_must_be_callable() -> None:
         durable_tool(charge, compensate="refund")  # type: ignore[arg-type]
 
 
+@pytest.mark.parametrize(
+    "bad",
+    [lambda: None, lambda args, result: None, lambda args, result, key, extra: None],
+    ids=["no arguments", "two", "four"],
+)
+def test_an_undo_that_cannot_take_args_result_and_key_is_refused_when_the_tool_is_made(
+    bad: Any,
+) -> None:
+    """Not when a run fails, as an undo that fails and is put to a person."""
+    with pytest.raises(TypeError, match=r"compensate is called as compensate\(args.*<lambda>\("):
+        durable_tool(charge, compensate=bad)
+
+
+def test_an_undo_that_yields_is_refused() -> None:
+    """A generator's result is a generator nothing runs: it would be recorded as undone."""
+
+    def refund(args: dict[str, Any], result: Any, key: str) -> Any:
+        yield key
+
+    async def refund_async(args: dict[str, Any], result: Any, key: str) -> Any:
+        yield key
+
+    for bad in (refund, refund_async):
+        with pytest.raises(TypeError, match="is a generator function"):
+            durable_tool(charge, compensate=bad)
+
+
+def test_undos_of_every_callable_shape_are_accepted() -> None:
+    class Refund:
+        def __call__(self, args: dict[str, Any], result: Any, key: str) -> None:
+            return None
+
+    async def refund(args: dict[str, Any], result: Any, key: str) -> None:
+        return None
+
+    for good in (undo, refund, Refund(), lambda *parts: None, lambda a, r, k=None: None):
+        assert durable_tool(charge, compensate=good).compensate is good
+
+
 def test_an_unknown_tool_policy_is_refused() -> None:
     with pytest.raises(ValueError, match="compensation must be 'auto', 'ask' or 'none', got 'yes'"):
         durable_tool(charge, compensate=undo, compensation="yes")  # type: ignore[arg-type]

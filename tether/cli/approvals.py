@@ -247,22 +247,40 @@ def _decide_on_runtime(args: argparse.Namespace) -> int:
     return asyncio.run(main())
 
 
+def _compensation_resumer(graph: Any, request: ApprovalRequest) -> Any:
+    """A compensation request is decided by continuing the compensation, not the run."""
+    from tether.compensation import (
+        CompensationResumer,
+        compensating_graph,
+        is_compensation_request,
+    )
+
+    if is_compensation_request(request) and compensating_graph(graph):
+        return CompensationResumer(graph)
+    return None
+
+
 def _cmd_decide(args: argparse.Namespace) -> int:
     if args.runtime:
         return _decide_on_runtime(args)
 
     async def body(saver: BaseCheckpointSaver[Any]) -> int:
         graph = load_graph(args.graph, saver)
-        edited = None
-        if args.decision == "edit":
-            view = await get_approval(saver, args.approval_id)
-            edited = _edited(args, view.request.args)
+        view = await get_approval(saver, args.approval_id)
+        edited = _edited(args, view.request.args) if args.decision == "edit" else None
         # --by and --role are taken on trust: whoever can run this command against
         # the database can decide as anyone (see docs/approvals.md, "Decided by whom").
         decider = Decider(args.by, args.role or (), source="cli")
         payload = DecisionPayload(args.decision, args.args_sha256, edited, args.reason)
+        resumer = _compensation_resumer(graph, view.request)
         result = await decide_as(
-            saver, decider, args.approval_id, payload, graph=graph, thread_id=args.thread
+            saver,
+            decider,
+            args.approval_id,
+            payload,
+            graph=None if resumer is not None else graph,
+            resumer=resumer,
+            thread_id=args.thread,
         )
         _report(result)
         return 0

@@ -12,10 +12,11 @@ __all__ = ["register"]
 
 _DESCRIPTION = """\
 Run the target once unkilled, then once per boundary it reached (before and after
-each model call, tool effect, checkpoint put and put_writes): SIGKILL a child process
-there, resume the thread in a fresh process, and compare the final state and the
-effects with the unkilled run. Exits 0 only if every run was killed, completed with
-an equal state, made no duplicate effect and re-asked no recorded model call.
+each model call, tool effect, undo of a compensation, checkpoint put and put_writes):
+SIGKILL a child process there, resume the thread in a fresh process, and compare the
+final state and the effects with the unkilled run. Exits 0 only if every run was
+killed, completed with an equal state, made no duplicate effect, missed no
+compensation and re-asked no recorded model call.
 
 MODULE:GRAPH names a tether.crashtest.CrashTarget, or a function returning one,
 for example tether.graphs.refund:crash_target."""

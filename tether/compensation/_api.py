@@ -7,11 +7,12 @@ from typing import Any
 from langgraph.checkpoint.base import BaseCheckpointSaver
 
 from tether.approvals import ApprovalRequest, DecisionResult, stopped_by_expiry
-from tether.compensation._flow import Context, compensation_flow, pending_flow
+from tether.compensation._flow import Context, compensation_flow, live_pass, pending_flow
 from tether.compensation._io import run, run_sync
 from tether.compensation._report import CompensationReport
 from tether.compensation._requests import register_edit_schemas
 from tether.compensation._settings import run_policy, settings_of
+from tether.compensation._waiting import compensated_run, run_of
 from tether.compensation.errors import CompensationConfigError
 
 __all__ = [
@@ -107,7 +108,8 @@ async def compensate(
             checkpointer, or the config, reason or run policy is malformed.
     """
     ctx, checkpointer = _context(graph, config, reason, run_id)
-    return await run(compensation_flow(ctx), checkpointer)
+    with live_pass(ctx):
+        return await run(compensation_flow(ctx), checkpointer)
 
 
 def compensate_sync(
@@ -115,7 +117,8 @@ def compensate_sync(
 ) -> CompensationReport:
     """Sync twin of :func:`compensate` (every ``compensate`` hook must then be sync)."""
     ctx, checkpointer = _context(graph, config, reason, run_id)
-    return run_sync(compensation_flow(ctx), checkpointer)
+    with live_pass(ctx):
+        return run_sync(compensation_flow(ctx), checkpointer)
 
 
 class _ResumerBase:
@@ -168,8 +171,9 @@ class CompensationResumer(_ResumerBase):
         return await run(pending_flow(request.key, request.approval_id), checkpointer)
 
     async def resume(self, request: ApprovalRequest, doc: dict[str, Any]) -> DecisionResult:
-        """Continue compensating the thread with the stored decision."""
-        report = await compensate(self.graph, self._config(request))
+        """Continue compensating the run that raised ``request``, with the stored decision."""
+        run_id = await compensated_run(self.graph.checkpointer, request)
+        report = await compensate(self.graph, self._config(request), run_id=run_id)
         return self._result(request, doc, report)
 
 
@@ -191,6 +195,7 @@ class SyncCompensationResumer(_ResumerBase):
         return run_sync(pending_flow(request.key, request.approval_id), checkpointer)
 
     def resume(self, request: ApprovalRequest, doc: dict[str, Any]) -> DecisionResult:
-        """Continue compensating the thread with the stored decision."""
-        report = compensate_sync(self.graph, self._config(request))
+        """Continue compensating the run that raised ``request``, with the stored decision."""
+        run_id = run_sync(run_of(request), self.graph.checkpointer)
+        report = compensate_sync(self.graph, self._config(request), run_id=run_id)
         return self._result(request, doc, report)

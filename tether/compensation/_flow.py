@@ -6,8 +6,12 @@ For each effect (see :mod:`._plan`), newest first, the compensation record
 * none: decide by policy. ``none``, no ``compensate``, or an effect whose
   outcome is unknown: *not undone*. ``ask``: raise a request and wait.
   ``auto``: claim, undo, record;
-* ``claimed``: a process died between claim and result: undo again, with the
-  same idempotency key (``compensate`` must honour it);
+* ``claimed``: another pass is undoing it now (its process is alive: it is
+  reported as waiting and nothing else is done), or a process died between
+  claim and result: undo again, with the same idempotency key (``compensate``
+  must honour it). A claim names its pass's host, process and pass; a claim
+  from this host is the pass's while its process lives (and, in this process,
+  while the pass runs), one from another host for :data:`CLAIM_LEASE_S`;
 * ``asking`` / ``failed``: a request is open; its decision (approve, edit:
   undo; reject, expire: leave it) is read, or the effect still waits;
 * ``done`` / ``left``: settled; reported as it was.
@@ -22,16 +26,23 @@ later one is settled.
 
 Compensation records, their steps and their requests belong to no run
 (``run_id=""``): a rollback deletes the run's records and checkpoints, and the
-account of what was undone must outlive it.
+account of what was undone must outlive it. Each names the run whose effects
+its pass compensates (``run_id`` of :func:`compensate`), so that a person's
+decision continues that run's compensation, whatever ran on the thread since;
+the reason and policy a run's first pass was given are kept per run.
 """
 
 from __future__ import annotations
 
 import hashlib
+import json
 import os
 import socket
 import time
-from dataclasses import dataclass, replace
+import uuid
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from tether.approvals import APPROVAL_KIND, DECISION_KIND
@@ -45,12 +56,27 @@ from tether.steps import DurableTool
 from tether.store import Record
 from tether.store import operations as ops
 
-__all__ = ["COMPENSATION_KIND", "RUN_KIND", "Context", "compensation_flow", "pending_flow"]
+__all__ = [
+    "ATTEMPT_KIND",
+    "CLAIM_LEASE_S",
+    "COMPENSATION_KIND",
+    "RUN_KIND",
+    "Context",
+    "compensation_flow",
+    "live_pass",
+    "pending_flow",
+    "run_key",
+]
 
 COMPENSATION_KIND = "compensation"
 RUN_KIND = "compensation_run"
+ATTEMPT_KIND = "compensation_attempt"  # one record per retried undo: the pass that won it
 _NO_RUN = ""  # compensation outlives a rollback of the run (see the module docstring)
 _WORKER = f"{socket.gethostname()}:{os.getpid()}"
+CLAIM_LEASE_S = 300.0
+"""How long a claim made on another host is taken for a pass still undoing (its process
+cannot be asked); after that the undo runs again, with the same idempotency key."""
+_live: set[str] = set()  # the passes running in this process
 
 
 @dataclass(frozen=True)
@@ -63,6 +89,7 @@ class Context:
     reason: str | None
     run_policy: str | None
     run_id: str | None
+    pass_id: str = field(default_factory=lambda: uuid.uuid4().hex)
 
     def policy_for(self, effect: Effect) -> str:
         tool = self.tools.get(effect.tool)
@@ -77,16 +104,77 @@ def compensation_flow(ctx: Context) -> Flow[CompensationReport]:
     steps = yield ReadSteps(ctx.thread_id)
     states = {r.key: r for r in (yield ops.List(COMPENSATION_KIND, ctx.thread_id))}
     outcomes: list[EffectOutcome] = []
-    blocked: str | None = None
+    blocked: EffectOutcome | None = None
     for effect in effects_of(records, steps, ctx.tools, ctx.run_id):
         if blocked is not None:
-            outcomes.append(_outcome(effect, "waiting", f"after {blocked}, which awaits a person"))
+            outcomes.append(_outcome(effect, "waiting", f"after {effect_after(blocked)}"))
             continue
         outcome = yield from _settle(ctx, effect, states.get(effect.key))
         outcomes.append(outcome)
-        if outcome.status == "awaiting a person":
-            blocked = effect.tool
+        if outcome.status not in ("undone", "not undone"):
+            blocked = outcome
     return CompensationReport(ctx.thread_id, ctx.reason or "", outcomes)
+
+
+def effect_after(blocked: EffectOutcome) -> str:
+    """Why an older effect waits: the newer one ``blocked`` is not settled yet."""
+    if blocked.status == "awaiting a person":
+        return f"{blocked.tool}, which awaits a person"
+    return f"{blocked.tool}, which another pass is undoing"
+
+
+@contextmanager
+def live_pass(ctx: Context) -> Iterator[None]:
+    """While the block runs, this process's claims made by ``ctx``'s pass are in progress."""
+    _live.add(ctx.pass_id)
+    try:
+        yield
+    finally:
+        _live.discard(ctx.pass_id)
+
+
+def _owner(ctx: Context) -> dict[str, Any]:
+    return {"host": socket.gethostname(), "pid": os.getpid(), "pass": ctx.pass_id}
+
+
+def _in_progress(claim: dict[str, Any]) -> bool:
+    """Whether the pass that made ``claim`` may still be running (see the module)."""
+    owner = claim.get("owner")
+    if not isinstance(owner, dict):
+        return False  # made by an earlier version: its pass is gone
+    if owner.get("host") != socket.gethostname():
+        return time.time() < float(claim.get("claimed_at") or 0) + CLAIM_LEASE_S
+    if owner.get("pid") == os.getpid():
+        return owner.get("pass") in _live
+    return _process_alive(owner.get("pid"))
+
+
+def _process_alive(pid: Any) -> bool:
+    """Whether process ``pid`` of this host runs (a zombie does not)."""
+    if not isinstance(pid, int) or pid <= 0:
+        return False
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    try:
+        with open(f"/proc/{pid}/stat", encoding="ascii", errors="replace") as stat:
+            return stat.read().rpartition(")")[2].split()[0] != "Z"
+    except (OSError, IndexError):
+        return True
+
+
+def _busy(effect: Effect, claim: dict[str, Any]) -> EffectOutcome:
+    owner = claim.get("owner") or {}
+    who = f"{owner.get('host')}:{owner.get('pid')}"
+    return _outcome(effect, "waiting", f"another pass ({who}) is undoing it now")
+
+
+def run_key(thread_id: str, run_id: str | None) -> str:
+    """The key of what a run's first pass was told (the thread's own, for no run)."""
+    return thread_id if run_id is None else json.dumps([thread_id, run_id])
 
 
 def pending_flow(key: str, approval_id: str) -> Flow[bool]:
@@ -99,18 +187,28 @@ def pending_flow(key: str, approval_id: str) -> Flow[bool]:
 
 
 def _remembered(ctx: Context) -> Flow[Context]:
-    """The run's reason and policy: given now, or as the first pass stored them."""
-    stored = yield ops.Get(RUN_KIND, ctx.thread_id)
-    if stored is not None and (ctx.run_id is None or stored.value.get("run_id") == ctx.run_id):
+    """The run's reason and policy: given now, or as its first pass stored them.
+
+    Kept per run (a pass of another run, or of a run id that matches nothing,
+    leaves them alone); a pass without a run id continues the thread's last
+    such pass, or the run an earlier version remembered for the thread.
+    """
+    stored = yield ops.Get(RUN_KIND, run_key(ctx.thread_id, ctx.run_id))
+    if stored is None and ctx.run_id is not None:  # remembered under the thread (older)
+        older = yield ops.Get(RUN_KIND, ctx.thread_id)
+        if older is not None and older.value.get("run_id") == ctx.run_id:
+            stored = older
+    if stored is not None:
         first = stored.value
         return replace(
             ctx,
             reason=first.get("reason") or ctx.reason,
             run_policy=first.get("run_policy"),
-            run_id=first.get("run_id"),
+            run_id=first.get("run_id") if ctx.run_id is None else ctx.run_id,
         )
     value = {"reason": ctx.reason or "", "run_policy": ctx.run_policy, "run_id": ctx.run_id}
-    yield ops.Upsert(RUN_KIND, ctx.thread_id, value, ctx.thread_id, _NO_RUN)
+    key = run_key(ctx.thread_id, ctx.run_id)
+    yield ops.Upsert(RUN_KIND, key, value, ctx.thread_id, _NO_RUN)
     return ctx
 
 
@@ -124,10 +222,15 @@ def _settle(ctx: Context, effect: Effect, record: Record | None) -> Flow[EffectO
         return _outcome(effect, "undone", "undone", approval_id, value.get("output"))
     if state == "left":
         return _outcome(effect, "not undone", str(value.get("why", "")), approval_id)
-    if state == "claimed":  # died between claim and result: the same key again
+    if state == "claimed":
+        if _in_progress(value):
+            return _busy(effect, value)
+        # Its pass died between claim and result: the same key again, as this pass's.
+        claimed = {**value, "owner": _owner(ctx), "claimed_at": time.time()}
+        yield ops.Upsert(COMPENSATION_KIND, effect.key, claimed, ctx.thread_id, _NO_RUN)
         return (
             yield from _undo(
-                ctx, effect, args=value["args"], attempt=int(value["attempt"]), claimed=value
+                ctx, effect, args=value["args"], attempt=int(value["attempt"]), claimed=claimed
             )
         )
     return (yield from _decided(ctx, effect, value))
@@ -206,7 +309,7 @@ def _ask(
     # The request first: a state naming a request that was never stored would wait forever.
     yield ops.Insert(APPROVAL_KIND, request.approval_id, request.to_dict(), ctx.thread_id, _NO_RUN)
     value = {
-        **_base(effect, args, attempt),
+        **_base(ctx, effect, args, attempt),
         "state": "asking" if stage == "ask" else "failed",
         "approval_id": request.approval_id,
         "error": error,
@@ -233,12 +336,24 @@ def _undo(
         return _outcome(effect, "not undone", _why_no_undo(ctx, effect))
     claim = claimed
     if claim is None:
-        claim = {**_base(effect, args, attempt), "state": "claimed", "approval_id": approval_id}
+        claim = {
+            **_base(ctx, effect, args, attempt),
+            "state": "claimed",
+            "approval_id": approval_id,
+        }
         if attempt == 1 and approval_id is None:
             if not (yield ops.Insert(COMPENSATION_KIND, effect.key, claim, ctx.thread_id, _NO_RUN)):
                 found = yield ops.Get(COMPENSATION_KIND, effect.key)  # another pass got there
                 return (yield from _settle(ctx, effect, found))
         else:
+            # A decided request: of the passes that read it, the one that inserts the
+            # attempt's record undoes; the others see it in progress (or its pass dead).
+            attempt_key = json.dumps([effect.key, attempt, approval_id])
+            won = yield ops.Insert(ATTEMPT_KIND, attempt_key, claim, ctx.thread_id, _NO_RUN)
+            if not won:
+                other = yield ops.Get(ATTEMPT_KIND, attempt_key)
+                if other is not None and _in_progress(other.value):
+                    return _busy(effect, other.value)
             yield ops.Upsert(COMPENSATION_KIND, effect.key, claim, ctx.thread_id, _NO_RUN)
     detail = {
         "key": effect.key,
@@ -285,7 +400,7 @@ def undo_key(effect: Effect) -> str:
     return "tether-undo-" + hashlib.sha256(text).hexdigest()[:40]
 
 
-def _base(effect: Effect, args: dict[str, Any], attempt: int) -> dict[str, Any]:
+def _base(ctx: Context, effect: Effect, args: dict[str, Any], attempt: int) -> dict[str, Any]:
     return {
         "tool": effect.tool,
         "args": args,
@@ -293,6 +408,8 @@ def _base(effect: Effect, args: dict[str, Any], attempt: int) -> dict[str, Any]:
         "undo_key": undo_key(effect),
         "undoes": effect.step_index,
         "claimed_at": time.time(),
+        "owner": _owner(ctx),
+        "run_id": ctx.run_id,
     }
 
 

@@ -14,12 +14,12 @@ from typing import Any
 from langgraph.checkpoint.base import BaseCheckpointSaver
 
 from tether.approvals import ApprovalRequest
-from tether.compensation._flow import RUN_KIND, pending_flow
+from tether.compensation._flow import COMPENSATION_KIND, RUN_KIND, pending_flow
 from tether.compensation._io import Flow, run
 from tether.compensation._requests import ACTION_PREFIX
 from tether.store import operations as ops
 
-__all__ = ["compensated_run", "compensation_waits_on", "is_compensation_request"]
+__all__ = ["compensated_run", "compensation_waits_on", "is_compensation_request", "run_of"]
 
 
 def is_compensation_request(request: ApprovalRequest) -> bool:
@@ -34,14 +34,22 @@ async def compensation_waits_on(
     return await run(pending_flow(request.key, request.approval_id), checkpointer)
 
 
-def _run_of(thread_id: str) -> Flow[str | None]:
-    stored = yield ops.Get(RUN_KIND, thread_id)
-    if stored is None:
-        return None
-    found = stored.value.get("run_id")
+def run_of(request: ApprovalRequest) -> Flow[str | None]:
+    state = yield ops.Get(COMPENSATION_KIND, request.key)
+    if state is not None and "run_id" in state.value:
+        found = state.value["run_id"]
+    else:  # written by an earlier version, which remembered one run per thread
+        stored = yield ops.Get(RUN_KIND, request.thread_id)
+        found = None if stored is None else stored.value.get("run_id")
     return str(found) if found else None
 
 
-async def compensated_run(checkpointer: BaseCheckpointSaver[Any], thread_id: str) -> str | None:
-    """The run whose effects the thread's compensation undoes (``None``: not a run's)."""
-    return await run(_run_of(thread_id), checkpointer)
+async def compensated_run(
+    checkpointer: BaseCheckpointSaver[Any], request: ApprovalRequest
+) -> str | None:
+    """The run whose compensation raised ``request`` (``None``: a pass not of a run's).
+
+    Each run's compensation on a thread is its own: a request of one is
+    decided for that run, whatever else ran on the thread since.
+    """
+    return await run(run_of(request), checkpointer)

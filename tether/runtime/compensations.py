@@ -93,7 +93,7 @@ async def find_run(runtime: Runtime, request: ApprovalRequest) -> Run:
             close it: resume or cancel it first).
     """
     saver = await runtime.checkpointer()
-    run_id = await compensated_run(saver, request.thread_id)
+    run_id = await compensated_run(saver, request)
     if run_id is None:
         raise ApprovalNotPendingError(
             f"approval {request.approval_id}: the compensation of thread "
@@ -122,12 +122,14 @@ async def awaiting(runtime: Runtime, run: Run) -> list[str]:
     if not run.terminal:
         return []
     saver = await runtime.checkpointer()
-    if await compensated_run(saver, run.thread_id) != run.run_id:
-        return []
     found = []
     for view in await list_approvals(saver, thread_id=run.thread_id):
         request = view.request
-        if is_compensation_request(request) and await compensation_waits_on(saver, request):
+        if (
+            is_compensation_request(request)
+            and await compensated_run(saver, request) == run.run_id
+            and await compensation_waits_on(saver, request)
+        ):
             found.append(request.approval_id)
     return found
 

@@ -10,6 +10,7 @@ cannot be undone: tether never assumes an action did nothing.
 
 from __future__ import annotations
 
+import inspect
 from collections.abc import Awaitable, Callable
 from typing import TYPE_CHECKING, Any, Literal
 
@@ -39,11 +40,8 @@ def check_compensation(compensate: Any, policy: Any, read_only: Any) -> str:
             or a read-only tool declares an undo.
         ValueError: An unknown policy, or ``"auto"``/``"ask"`` without ``compensate``.
     """
-    if compensate is not None and not callable(compensate):
-        raise TypeError(
-            "compensate must be a callable compensate(args: dict, result, idempotency_key: str), "
-            f"got {type(compensate).__name__}"
-        )
+    if compensate is not None:
+        _check_undo(compensate)
     if not isinstance(read_only, bool):
         raise TypeError(f"read_only must be True or False, got {read_only!r}")
     if read_only and compensate is not None:
@@ -60,6 +58,42 @@ def check_compensation(compensate: Any, policy: Any, read_only: Any) -> str:
             f"compensation={policy!r} needs compensate=: the function that undoes the effect"
         )
     return str(policy)
+
+
+_SIGNATURE = "compensate(args: dict, result, idempotency_key: str)"
+
+
+def _check_undo(compensate: Any) -> None:
+    """Refuse, when the tool is made, an undo that could never be called as one.
+
+    A wrong signature would otherwise surface only when a run fails, as a
+    failed undo put to a person; a generator function would return a
+    generator, which nothing runs, recorded as undone.
+    """
+    if not callable(compensate):
+        raise TypeError(
+            f"compensate must be a callable {_SIGNATURE}, got {type(compensate).__name__}"
+        )
+    if inspect.isgeneratorfunction(compensate) or inspect.isasyncgenfunction(compensate):
+        raise TypeError(
+            f"compensate must return (or, async, return when awaited) its result, not yield: "
+            f"{_name(compensate)} is a generator function; make it a {_SIGNATURE}"
+        )
+    try:
+        signature = inspect.signature(compensate)
+    except (TypeError, ValueError):  # a builtin without one: it is called and may fail then
+        return
+    try:
+        signature.bind({}, None, "key")
+    except TypeError as exc:
+        raise TypeError(
+            f"compensate is called as {_SIGNATURE}; {_name(compensate)}{signature} cannot be "
+            f"({exc})"
+        ) from None
+
+
+def _name(function: Any) -> str:
+    return str(getattr(function, "__qualname__", None) or type(function).__name__)
 
 
 def effect_entry(tool: DurableTool, args: dict[str, Any]) -> dict[str, Any]:
