@@ -69,7 +69,7 @@ async def test_a_pass_while_another_is_undoing_waits_and_undoes_nothing(
         await _failed_run(graph)
         first = asyncio.create_task(compensate(graph, CONFIG, reason="failed"))
         await asyncio.wait_for(slow.started.wait(), 30)
-        second = await compensate(graph, CONFIG)
+        second = await asyncio.wait_for(compensate(graph, CONFIG), 30)  # runs nothing
         slow.gate.set()
         done = await first
         third = await compensate(graph, CONFIG)
@@ -94,7 +94,7 @@ async def test_a_claim_from_another_host_is_taken_over_after_its_lease(
         first = asyncio.create_task(compensate(graph, CONFIG, reason="failed"))
         await asyncio.wait_for(slow.started.wait(), 30)
         monkeypatch.setattr(socket, "gethostname", lambda: "host-b")
-        within = await compensate(graph, CONFIG)
+        within = await asyncio.wait_for(compensate(graph, CONFIG), 30)
         monkeypatch.setattr(_flow, "CLAIM_LEASE_S", 0.0)
         after = await compensate(graph, CONFIG)  # its undo returns at once
         slow.gate.set()
@@ -186,3 +186,46 @@ def test_the_cli_decides_a_compensation_request_by_continuing_the_compensation(
     assert f"approve recorded for {request.approval_id} by dana" in out
     assert "the run finished" in out
     assert World(tmp_path / "world.db").kinds().count("undo-charge 4200") == 1
+
+
+async def test_a_pass_while_a_decided_retry_is_undoing_waits_and_undoes_nothing(
+    durable_backend: Backend,
+) -> None:
+    """The undo failed and a person approved a retry; another pass runs during the retry."""
+    calls: list[str] = []
+    gate = asyncio.Event()
+    retrying = asyncio.Event()
+
+    async def refund(args: dict[str, Any], result: Any, key: str) -> str:
+        calls.append(key)
+        if len(calls) == 1:
+            raise ConnectionError("payments provider down")
+        retrying.set()
+        await gate.wait()
+        return "refunded"
+
+    def charge(order_id: str, idempotency_key: str) -> str:
+        """Charge a card."""
+        return f"charged {order_id}"
+
+    tool = durable_tool(charge, compensate=refund)
+
+    async def node(state: State) -> dict[str, Any]:
+        await tool.ainvoke({"order_id": "A1"})
+        raise RuntimeError("the next step failed")
+
+    async with durable_backend.open() as saver:
+        graph = compensating(one_node(node, saver), approvers=APPROVERS, tools=[tool])
+        await _failed_run(graph)
+        failed = await compensate(graph, CONFIG, reason="failed")
+        deciding = asyncio.create_task(
+            _decide(saver, graph, failed.awaiting[0].approval_id, "approve")
+        )
+        await asyncio.wait_for(retrying.wait(), 30)
+        meanwhile = await asyncio.wait_for(compensate(graph, CONFIG), 30)  # runs nothing
+        gate.set()
+        decided = await deciding
+    assert len(calls) == 2
+    assert calls[0] == calls[1]
+    assert [e.status for e in meanwhile.effects] == ["waiting"]
+    assert [e["status"] for e in decided.values["effects"]] == ["undone"]
