@@ -229,3 +229,30 @@ async def test_a_pass_while_a_decided_retry_is_undoing_waits_and_undoes_nothing(
     assert calls[0] == calls[1]
     assert [e.status for e in meanwhile.effects] == ["waiting"]
     assert [e["status"] for e in decided.values["effects"]] == ["undone"]
+
+
+async def test_an_effect_whose_outcome_is_unknown_is_listed_with_its_arguments(
+    durable_backend: Backend,
+) -> None:
+    """A call that raised may have acted: the person who checks it by hand sees what it was."""
+
+    def charge(order_id: str, idempotency_key: str) -> str:
+        """Charge a card."""
+        raise TimeoutError("the provider did not answer")
+
+    tool = durable_tool(charge, compensate=lambda args, result, key: "refunded")
+
+    async def node(state: State) -> dict[str, Any]:
+        await tool.ainvoke({"order_id": "A1"})
+        return {}
+
+    async with durable_backend.open() as saver:
+        graph = compensating(one_node(node, saver), approvers=APPROVERS, tools=[tool])
+        with pytest.raises(TimeoutError):
+            await graph.ainvoke(INPUT, CONFIG)
+        report = await compensate(graph, CONFIG, reason="timed out")
+    [effect] = report.effects
+    assert (effect.tool, effect.status) == ("charge", "not undone")
+    assert "its outcome is unknown" in effect.why
+    assert effect.args == {"order_id": "A1"}
+    assert report.to_dict()["not_undone"][0]["args"] == {"order_id": "A1"}

@@ -325,6 +325,8 @@ def _fail(
         "error": repr(error)[:2000],
         "error_type": f"{type(error).__module__}.{type(error).__qualname__}",
         "before_effect": before_effect or isinstance(error, tool.raises_before_effect),
+        # An effect that may have happened: a person checking it by hand needs its arguments.
+        **effect_entry(tool, call.args),
     }
     remember(call.scope.store, call.scope.thread_id, "tool", call.key)
     yield ops.Upsert("tool", call.key, value, call.scope.thread_id)
