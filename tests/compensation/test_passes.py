@@ -42,17 +42,23 @@ class SlowUndo:
                 await self.gate.wait()
             return "refunded"
 
-        def charge(order_id: str, idempotency_key: str) -> str:
-            """Charge a card."""
-            return f"charged {order_id}"
+        return _charging_graph(saver, refund)
 
-        tool = durable_tool(charge, compensate=refund)
 
-        async def node(state: State) -> dict[str, Any]:
-            await tool.ainvoke({"order_id": "A1"})
-            raise RuntimeError("the next step failed")
+def _charging_graph(saver: Any, refund: Any, charge: Any = None) -> Any:
+    """One node: a durable ``charge`` (undone by ``refund``), then a step that fails."""
 
-        return compensating(one_node(node, saver), approvers=APPROVERS, tools=[tool])
+    def charged(order_id: str, idempotency_key: str) -> str:
+        """Charge a card."""
+        return f"charged {order_id}"
+
+    tool = durable_tool(charge or charged, name="charge", compensate=refund)
+
+    async def node(state: State) -> dict[str, Any]:
+        await tool.ainvoke({"order_id": "A1"})
+        raise RuntimeError("the next step failed")
+
+    return compensating(one_node(node, saver), approvers=APPROVERS, tools=[tool])
 
 
 async def _failed_run(graph: Any) -> None:
@@ -204,18 +210,8 @@ async def test_a_pass_while_a_decided_retry_is_undoing_waits_and_undoes_nothing(
         await gate.wait()
         return "refunded"
 
-    def charge(order_id: str, idempotency_key: str) -> str:
-        """Charge a card."""
-        return f"charged {order_id}"
-
-    tool = durable_tool(charge, compensate=refund)
-
-    async def node(state: State) -> dict[str, Any]:
-        await tool.ainvoke({"order_id": "A1"})
-        raise RuntimeError("the next step failed")
-
     async with durable_backend.open() as saver:
-        graph = compensating(one_node(node, saver), approvers=APPROVERS, tools=[tool])
+        graph = _charging_graph(saver, refund)
         await _failed_run(graph)
         failed = await compensate(graph, CONFIG, reason="failed")
         deciding = asyncio.create_task(
@@ -240,14 +236,8 @@ async def test_an_effect_whose_outcome_is_unknown_is_listed_with_its_arguments(
         """Charge a card."""
         raise TimeoutError("the provider did not answer")
 
-    tool = durable_tool(charge, compensate=lambda args, result, key: "refunded")
-
-    async def node(state: State) -> dict[str, Any]:
-        await tool.ainvoke({"order_id": "A1"})
-        return {}
-
     async with durable_backend.open() as saver:
-        graph = compensating(one_node(node, saver), approvers=APPROVERS, tools=[tool])
+        graph = _charging_graph(saver, lambda args, result, key: "refunded", charge)
         with pytest.raises(TimeoutError):
             await graph.ainvoke(INPUT, CONFIG)
         report = await compensate(graph, CONFIG, reason="timed out")

@@ -65,7 +65,6 @@ __all__ = [
     "compensation_flow",
     "live_pass",
     "pending_flow",
-    "run_key",
 ]
 
 COMPENSATION_KIND = "compensation"
@@ -107,7 +106,7 @@ def compensation_flow(ctx: Context) -> Flow[CompensationReport]:
     blocked: EffectOutcome | None = None
     for effect in effects_of(records, steps, ctx.tools, ctx.run_id):
         if blocked is not None:
-            outcomes.append(_outcome(effect, "waiting", f"after {effect_after(blocked)}"))
+            outcomes.append(_outcome(effect, "waiting", f"after {_effect_after(blocked)}"))
             continue
         outcome = yield from _settle(ctx, effect, states.get(effect.key))
         outcomes.append(outcome)
@@ -116,7 +115,7 @@ def compensation_flow(ctx: Context) -> Flow[CompensationReport]:
     return CompensationReport(ctx.thread_id, ctx.reason or "", outcomes)
 
 
-def effect_after(blocked: EffectOutcome) -> str:
+def _effect_after(blocked: EffectOutcome) -> str:
     """Why an older effect waits: the newer one ``blocked`` is not settled yet."""
     if blocked.status == "awaiting a person":
         return f"{blocked.tool}, which awaits a person"
@@ -172,7 +171,7 @@ def _busy(effect: Effect, claim: dict[str, Any]) -> EffectOutcome:
     return _outcome(effect, "waiting", f"another pass ({who}) is undoing it now")
 
 
-def run_key(thread_id: str, run_id: str | None) -> str:
+def _run_key(thread_id: str, run_id: str | None) -> str:
     """The key of what a run's first pass was told (the thread's own, for no run)."""
     return thread_id if run_id is None else json.dumps([thread_id, run_id])
 
@@ -193,7 +192,8 @@ def _remembered(ctx: Context) -> Flow[Context]:
     leaves them alone); a pass without a run id continues the thread's last
     such pass, or the run an earlier version remembered for the thread.
     """
-    stored = yield ops.Get(RUN_KIND, run_key(ctx.thread_id, ctx.run_id))
+    key = _run_key(ctx.thread_id, ctx.run_id)
+    stored = yield ops.Get(RUN_KIND, key)
     if stored is None and ctx.run_id is not None:  # remembered under the thread (older)
         older = yield ops.Get(RUN_KIND, ctx.thread_id)
         if older is not None and older.value.get("run_id") == ctx.run_id:
@@ -207,7 +207,6 @@ def _remembered(ctx: Context) -> Flow[Context]:
             run_id=first.get("run_id") if ctx.run_id is None else ctx.run_id,
         )
     value = {"reason": ctx.reason or "", "run_policy": ctx.run_policy, "run_id": ctx.run_id}
-    key = run_key(ctx.thread_id, ctx.run_id)
     yield ops.Upsert(RUN_KIND, key, value, ctx.thread_id, _NO_RUN)
     return ctx
 
