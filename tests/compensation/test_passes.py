@@ -227,20 +227,35 @@ async def test_a_pass_while_a_decided_retry_is_undoing_waits_and_undoes_nothing(
     assert [e["status"] for e in decided.values["effects"]] == ["undone"]
 
 
+class _Died(BaseException):
+    """Stands for the process dying during the effect: nothing after the claim is written."""
+
+
+def _raises(order_id: str, idempotency_key: str) -> str:
+    """Charge a card (the provider does not answer)."""
+    raise TimeoutError("the provider did not answer")
+
+
+def _dies(order_id: str) -> str:  # no idempotency key: the call is claimed first
+    """Charge a card (the process dies during the call)."""
+    raise _Died
+
+
+@pytest.mark.parametrize(
+    ("charge", "error"),
+    [(_raises, TimeoutError), (_dies, _Died)],
+    ids=["the-call-raised", "cut-off-after-its-claim"],
+)
 async def test_an_effect_whose_outcome_is_unknown_is_listed_with_its_arguments(
-    durable_backend: Backend,
+    durable_backend: Backend, charge: Any, error: type[BaseException]
 ) -> None:
-    """A call that raised may have acted: the person who checks it by hand sees what it was."""
-
-    def charge(order_id: str, idempotency_key: str) -> str:
-        """Charge a card."""
-        raise TimeoutError("the provider did not answer")
-
+    """A call that raised, or whose process died after its claim, may have acted: the
+    person who checks it by hand sees what it was."""
     async with durable_backend.open() as saver:
         graph = _charging_graph(saver, lambda args, result, key: "refunded", charge)
-        with pytest.raises(TimeoutError):
+        with pytest.raises(error):
             await graph.ainvoke(INPUT, CONFIG)
-        report = await compensate(graph, CONFIG, reason="timed out")
+        report = await compensate(graph, CONFIG, reason="stopped")
     [effect] = report.effects
     assert (effect.tool, effect.status) == ("charge", "not undone")
     assert "its outcome is unknown" in effect.why

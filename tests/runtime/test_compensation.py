@@ -7,11 +7,14 @@ import contextlib
 import sqlite3
 from collections.abc import AsyncIterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 
 from tests.runtime.workers import PROJECT
-from tether.runtime import Runtime, Worker
+from tether.runtime import Run, Runtime, Worker
+from tether.runtime.compensations import rollback_id
+from tether.runtime.errors import RunNotActiveError
 
 
 def _kinds(world: Path) -> list[str]:
@@ -135,3 +138,73 @@ async def test_a_rollback_cancel_compensates_before_the_run_is_deleted(
     assert "undone: email, charge" in done.ended_reason
     assert _kinds(tmp_path / "world.db")[-2:] == ["undo-email ada@example.com", "undo-charge 4200"]
     assert "ship" not in _kinds(tmp_path / "world.db")
+
+
+async def _paused(runtime: Runtime, graph: str, thread: str, world: Path) -> str:
+    run = await runtime.create(graph, thread_id=thread, input={"messages": []})
+    paused = await runtime.wait(run.run_id, timeout=60)
+    assert paused.status == "interrupted", paused
+    assert _kinds(world) == ["charge", "email"]
+    return run.run_id
+
+
+async def _rolled_back(runtime: Runtime, run_id: str, thread: str) -> Run:
+    """The run that rolls ``run_id`` back, once it ended; the thread's checkpoints are gone."""
+    [rolling] = [r for r in await runtime.list(thread_id=thread) if r.run_id != run_id]
+    assert rolling.run_id == rollback_id(run_id)
+    rolled = await runtime.wait(rolling.run_id, timeout=60)
+    assert rolled.status == "success", rolled
+    saver = await runtime.checkpointer()
+    config: Any = {"configurable": {"thread_id": thread, "checkpoint_ns": ""}}
+    assert await saver.aget_tuple(config) is None
+    return rolled
+
+
+async def test_a_rollback_cancel_of_a_paused_run_compensates_it(
+    runtime: Runtime, worker: Worker, tmp_path: Path
+) -> None:
+    """The run charged and emailed, then paused for a person: no worker holds it when the
+    person cancels it with rollback, and its effects are still undone before it is deleted."""
+    run_id = await _paused(runtime, "saga_asks", "saga-asks", tmp_path / "world.db")
+    cancelled = await runtime.cancel(run_id, action="rollback", reason="customer withdrew")
+    assert cancelled.status == "cancelled"
+    await _rolled_back(runtime, run_id, "saga-asks")
+    assert _kinds(tmp_path / "world.db") == [
+        "charge",
+        "email",
+        "undo-email ada@example.com",
+        "undo-charge 4200",
+    ]
+    done = await runtime.get(run_id)
+    assert done.status == "cancelled", done
+    assert done.ended_reason is not None
+    assert "customer withdrew" in done.ended_reason
+    assert "undone: email, charge" in done.ended_reason
+
+
+async def test_a_rollback_cancel_of_a_paused_run_of_another_graph_deletes_it_on_a_worker(
+    runtime: Runtime, worker: Worker, tmp_path: Path
+) -> None:
+    """The graph does not compensate: its effects stay, and the rollback deletes the run."""
+    run_id = await _paused(runtime, "asks_uncompensated", "asks-plain", tmp_path / "world.db")
+    cancelled = await runtime.cancel(run_id, action="rollback")
+    assert cancelled.status == "cancelled"
+    rolled = await _rolled_back(runtime, run_id, "asks-plain")
+    assert rolled.ended_reason is not None
+    assert f"run {run_id} rolled back" in rolled.ended_reason
+    assert _kinds(tmp_path / "world.db") == ["charge", "email"]
+
+
+async def test_a_rollback_left_undone_by_a_dead_process_is_done_by_cancelling_again(
+    runtime: Runtime, worker: Worker, tmp_path: Path
+) -> None:
+    """The cancel was stored, then its process died before it enqueued the rollback."""
+    run_id = await _paused(runtime, "saga_asks", "saga-dead-cancel", tmp_path / "world.db")
+    await runtime.store.cancel_run(run_id, action="rollback", reason="withdrawn")
+    assert [r.run_id for r in await runtime.list(thread_id="saga-dead-cancel")] == [run_id]
+    again = await runtime.cancel(run_id, action="rollback")
+    assert again.status == "cancelled"
+    await _rolled_back(runtime, run_id, "saga-dead-cancel")
+    assert _kinds(tmp_path / "world.db")[2:] == ["undo-email ada@example.com", "undo-charge 4200"]
+    with pytest.raises(RunNotActiveError):  # rolled back: nothing is left to cancel
+        await runtime.cancel(run_id, action="rollback")

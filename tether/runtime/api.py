@@ -336,17 +336,44 @@ class Runtime(CronMethods):
         reason: str | None = None,
         wait: bool = False,
     ) -> Run:
-        """Cancel a run (see :meth:`RunStore.cancel_run`); ``wait`` until it has stopped."""
+        """Cancel a run (see :meth:`RunStore.cancel_run`); ``wait`` until it has stopped.
+
+        A run cancelled with ``rollback`` whose rollback was never enqueued (this
+        process died in between) is rolled back when it is cancelled with
+        ``rollback`` again.
+        """
         before = await self.get(run_id)
+        if action == "rollback" and await self._rollback_left_undone(before):
+            await self._roll_back(before)
+            return await self.wait(run_id) if wait else before
         run = await self.store.cancel_run(run_id, tenant=self.tenant, action=action, reason=reason)
         if run.status == "cancelled":
             # Before a rollback deletes the run's records, the approvals' among them.
             await self._cancel_approvals(before, reason or "run cancelled")
             if action == "rollback" and (before.attempt or before.resumes):
-                await (await self.checkpointer()).adelete_for_runs([run_id])
+                await self._roll_back(run)
         if wait:
             run = await self.wait(run_id)
         return run
+
+    async def _rollback_left_undone(self, run: Run) -> bool:
+        """Whether ``run`` was cancelled with rollback and still has its records."""
+        from tether.runtime import compensations
+
+        started = bool(run.attempt or run.resumes)
+        if not (run.status == "cancelled" and run.cancel_action == "rollback" and started):
+            return False
+        return await compensations.acted(self, run)
+
+    async def _roll_back(self, run: Run) -> None:
+        """Delete what the cancelled ``run`` wrote; if it recorded tool calls, a worker does,
+        after compensating them when its graph compensates (this process may not have it)."""
+        from tether.runtime import compensations
+
+        if await compensations.acted(self, run):
+            await compensations.enqueue_rollback(self, run)
+        else:
+            await (await self.checkpointer()).adelete_for_runs([run.run_id])
 
     async def _cancel_approvals(self, run: Run, reason: str, *, by: str = "tether:cancel") -> None:
         """Cancel the approvals ``run`` waited on (event ``approval.cancelled`` each)."""

@@ -48,18 +48,22 @@ from tether.runtime.errors import AlreadyExistsError, RunNotFoundError
 from tether.runtime.models import Run, ThreadStatus
 from tether.runtime.store.base import KEEP, NewEvent, Outcome, RunStore
 from tether.runtime.store.types import NewRun
+from tether.store import store_for
 
 if TYPE_CHECKING:
     from tether.runtime.api import Runtime
 
 __all__ = [
     "CONTINUES",
+    "acted",
     "awaiting",
     "continuation_id",
     "continue_compensation",
     "ending",
     "enqueue",
+    "enqueue_rollback",
     "find_run",
+    "rollback_id",
     "summary",
 ]
 
@@ -70,6 +74,11 @@ _NAMESPACE = uuid.UUID("3f1c2a57-64f5-4b8e-9a51-7e0f0c6b2d19")
 def continuation_id(approval_id: str) -> str:
     """The continuation run's id for the decision of ``approval_id`` (one per request)."""
     return str(uuid.uuid5(_NAMESPACE, f"compensation\0{approval_id}"))
+
+
+def rollback_id(run_id: str) -> str:
+    """The id of the run that rolls back the cancelled run ``run_id`` (one per run)."""
+    return str(uuid.uuid5(_NAMESPACE, f"rollback\0{run_id}"))
 
 
 def summary(report: Mapping[str, Any]) -> str:
@@ -169,6 +178,39 @@ async def enqueue(runtime: Runtime, request: ApprovalRequest, doc: Mapping[str, 
     return created.run
 
 
+async def acted(runtime: Runtime, run: Run) -> bool:
+    """Whether ``run`` recorded a tool call (a durable tool's claim or result) on its thread."""
+    store = store_for(await runtime.checkpointer())
+    records = await store.list("tool", thread_id=run.thread_id)
+    return any(record.run_id == run.run_id for record in records)
+
+
+async def enqueue_rollback(runtime: Runtime, cancelled: Run) -> Run:
+    """Enqueue the run that compensates, then deletes, a run cancelled with rollback while
+    no worker held it (pending or interrupted): only a worker has the graph and its undos.
+
+    Idempotent: its id is derived from the cancelled run's (:func:`rollback_id`).
+    """
+    run_id = rollback_id(cancelled.run_id)
+    new = NewRun(
+        assistant_id=cancelled.assistant_id,
+        thread_id=cancelled.thread_id,
+        kwargs={
+            "config": dict(cancelled.kwargs.get("config") or {}),
+            "stream_mode": ["values"],
+            "subgraphs": False,
+            CONTINUES: {"run_id": cancelled.run_id, "rollback": True},
+        },
+        metadata={CONTINUES: cancelled.run_id},
+        multitask_strategy="enqueue",
+        run_id=run_id,
+    )
+    try:
+        return (await runtime.store.create_run(new, tenant=runtime.tenant)).run
+    except AlreadyExistsError:
+        return await runtime.get(run_id)
+
+
 def ending(run: Run, report: Mapping[str, Any]) -> tuple[Mapping[str, Any] | None, str | None]:
     """The failed run's ``error`` and ``ended_reason`` once compensation reported ``report``."""
     if run.error is not None:
@@ -193,11 +235,17 @@ async def _thread_after(
 
 
 async def continue_compensation(
-    store: RunStore, graph: Any, run: Run, config: dict[str, Any], ctx: RunContext
+    store: RunStore, graph: Any, run: Run, config: dict[str, Any], ctx: RunContext, *, saver: Any
 ) -> Outcome:
-    """Run by a worker for a continuation run: compensate, then rewrite the failed run's outcome."""
+    """Run by a worker for a continuation run: compensate, then rewrite the failed run's outcome.
+
+    A continuation of a rollback (:func:`enqueue_rollback`) compensates the
+    cancelled run if its graph compensates, then deletes what the run wrote.
+    """
     spec = run.kwargs[CONTINUES]
     failed_id = str(spec["run_id"])
+    if spec.get("rollback") is True:
+        return await _roll_back(store, graph, run, config, ctx, saver=saver)
     if not compensating_graph(graph):
         raise TypeError(
             f"graph {run.graph_id!r} is no longer made with compensating(...): the "
@@ -223,4 +271,40 @@ async def continue_compensation(
         thread_error=thread_error,
         values=KEEP,
         reason=f"compensated run {failed_id}: {summary(body)}",
+    )
+
+
+async def _roll_back(
+    store: RunStore, graph: Any, run: Run, config: dict[str, Any], ctx: RunContext, *, saver: Any
+) -> Outcome:
+    """Compensate the cancelled run (a compensating graph), then delete its checkpoints."""
+    cancelled_id = str(run.kwargs[CONTINUES]["run_id"])
+    cancelled = await store.get_run(cancelled_id, tenant=run.tenant_id)
+    done = "rolled back"
+    if compensating_graph(graph):
+        why = cancelled.cancel_reason or ""
+        why = f"cancelled with rollback: {why}" if why else "cancelled with rollback"
+        thread = {"configurable": {**config["configurable"], "thread_id": run.thread_id}}
+        try:
+            report = await compensate(graph, thread, reason=why, run_id=cancelled_id)
+        except RunCancelledError as stop:
+            return lifecycle.cancelled(stop.action, stop.reason or "")
+        body = report.to_dict(args=False)
+        ctx.events.add("compensation", {**body, "compensates": cancelled_id})
+        ctx.check("compensation.report")  # still this worker's: the cancelled run is written next
+        _, reason = ending(cancelled, body)
+        await store.set_run_ending(
+            cancelled_id, tenant=run.tenant_id, error=cancelled.error, reason=reason
+        )
+        event = NewEvent("compensation", {**body, "continued_by": run.run_id})
+        await store.add_events(cancelled_id, [event], tenant=run.tenant_id)
+        done = f"compensated and rolled back: {summary(body)}"
+    await saver.adelete_for_runs([cancelled_id])
+    status, thread_error = await _thread_after(store, run, cancelled)
+    return Outcome(
+        status="success",
+        thread_status=status,
+        thread_error=thread_error,
+        values=KEEP,
+        reason=f"run {cancelled_id} {done}",
     )

@@ -195,8 +195,10 @@ class Execution:
                 self.saver,
                 store=self._store_of(run.tenant_id),
             ) as loaded:
-                if CONTINUES in run.kwargs:  # a person decided: continue compensating
-                    return await continue_compensation(self.store, loaded, run, config, ctx)
+                if CONTINUES in run.kwargs:  # a decision or a rollback: compensate
+                    return await continue_compensation(
+                        self.store, loaded, run, config, ctx, saver=self.saver
+                    )
                 graph = loaded
                 if ctx.step_timeout is not None:
                     graph, ctx.timed_nodes = with_step_timeout(loaded, ctx.step_timeout)

@@ -172,6 +172,8 @@ def _claim(tool: DurableTool, call: _Call) -> dict[str, Any]:
         "claimed_at": time.time(),
         "attempt": call.scope.attempt,
         "worker_id": worker_id(),
+        # A call cut off after its claim may have acted: a person checking it needs its arguments.
+        **effect_entry(tool, call.args),
     }
 
 

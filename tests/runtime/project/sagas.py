@@ -12,6 +12,7 @@ from pathlib import Path
 from typing import Any
 
 from langgraph.graph import END, START, StateGraph
+from langgraph.types import interrupt
 
 from tests.compensation.saga import APPROVERS, World, tools
 from tests.steps.graphs import State
@@ -39,7 +40,7 @@ class _World(World):
         return path
 
 
-def _saga(then: Any) -> Any:
+def _saga(then: Any, *, compensates: bool = True) -> Any:
     world = _World()
     charge, email, ship, lookup = tools(world)
 
@@ -60,6 +61,8 @@ def _saga(then: Any) -> Any:
     graph.add_edge("act", "finish")
     graph.add_edge("finish", END)
     every = [charge, email, ship, lookup]
+    if not compensates:
+        return graph.compile()
     return compensating(graph.compile(), approvers=APPROVERS, tools=every)
 
 
@@ -70,6 +73,11 @@ async def _fail() -> None:
 async def _wait_for_release() -> None:
     while not (_workdir() / "release").exists():  # noqa: ASYNC110 (another process writes it)
         await asyncio.sleep(0.02)
+
+
+async def _ask() -> None:
+    """A person is asked before the parcel ships (the run pauses, interrupted)."""
+    interrupt("ship the parcel?")
 
 
 async def _blip() -> None:
@@ -84,6 +92,8 @@ async def _blip() -> None:
 saga_fails = _saga(_fail)
 saga_waits = _saga(_wait_for_release)
 saga_blips = _saga(_blip)
+saga_asks = _saga(_ask)
+asks_uncompensated = _saga(_ask, compensates=False)
 
 
 class _Flag:
