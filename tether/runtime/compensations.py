@@ -243,68 +243,65 @@ async def continue_compensation(
     cancelled run if its graph compensates, then deletes what the run wrote.
     """
     spec = run.kwargs[CONTINUES]
-    failed_id = str(spec["run_id"])
+    ended_id = str(spec["run_id"])
+    ended = await store.get_run(ended_id, tenant=run.tenant_id)
     if spec.get("rollback") is True:
-        return await _roll_back(store, graph, run, config, ctx, saver=saver)
+        done = "rolled back"
+        if compensating_graph(graph):
+            why = ended.cancel_reason or ""
+            why = f"cancelled with rollback: {why}" if why else "cancelled with rollback"
+            compensated = await _compensate_ended(store, graph, run, config, ctx, ended, why)
+            if isinstance(compensated, Outcome):
+                return compensated
+            ended, body = compensated
+            done = f"compensated and rolled back: {summary(body)}"
+        await saver.adelete_for_runs([ended_id])
+        return await _continued(store, run, ended, f"run {ended_id} {done}")
     if not compensating_graph(graph):
         raise TypeError(
             f"graph {run.graph_id!r} is no longer made with compensating(...): the "
-            f"compensation of run {failed_id} cannot continue"
+            f"compensation of run {ended_id} cannot continue"
         )
+    compensated = await _compensate_ended(store, graph, run, config, ctx, ended, None)
+    if isinstance(compensated, Outcome):
+        return compensated
+    ended, body = compensated
+    return await _continued(store, run, ended, f"compensated run {ended_id}: {summary(body)}")
+
+
+async def _compensate_ended(  # noqa: PLR0917 - the worker's context, then what to compensate
+    store: RunStore,
+    graph: Any,
+    run: Run,
+    config: dict[str, Any],
+    ctx: RunContext,
+    ended: Run,
+    reason: str | None,
+) -> Outcome | tuple[Run, dict[str, Any]]:
+    """Compensate the ended run's effects and write the report into its outcome: the run as
+    rewritten and the report, or the continuation's own outcome if it was cancelled."""
     thread = {"configurable": {**config["configurable"], "thread_id": run.thread_id}}
     try:
-        report = await compensate(graph, thread, run_id=failed_id)
+        report = await compensate(graph, thread, reason=reason, run_id=ended.run_id)
     except RunCancelledError as stop:
         return lifecycle.cancelled(stop.action, stop.reason or "")
     body = report.to_dict(args=False)
-    ctx.events.add("compensation", {**body, "compensates": failed_id})
-    ctx.check("compensation.report")  # still this worker's: the failed run is written next
-    failed = await store.get_run(failed_id, tenant=run.tenant_id)
-    error, reason = ending(failed, body)
-    failed = await store.set_run_ending(failed_id, tenant=run.tenant_id, error=error, reason=reason)
+    ctx.events.add("compensation", {**body, "compensates": ended.run_id})
+    ctx.check("compensation.report")  # still this worker's: the ended run is written next
+    error, why = ending(ended, body)
+    ended = await store.set_run_ending(ended.run_id, tenant=run.tenant_id, error=error, reason=why)
     event = NewEvent("compensation", {**body, "continued_by": run.run_id})
-    await store.add_events(failed_id, [event], tenant=run.tenant_id)
-    status, thread_error = await _thread_after(store, run, failed)
+    await store.add_events(ended.run_id, [event], tenant=run.tenant_id)
+    return ended, body
+
+
+async def _continued(store: RunStore, run: Run, ended: Run, reason: str) -> Outcome:
+    """The continuation's outcome: success, the thread as the runs before it left it."""
+    status, thread_error = await _thread_after(store, run, ended)
     return Outcome(
         status="success",
         thread_status=status,
         thread_error=thread_error,
         values=KEEP,
-        reason=f"compensated run {failed_id}: {summary(body)}",
-    )
-
-
-async def _roll_back(
-    store: RunStore, graph: Any, run: Run, config: dict[str, Any], ctx: RunContext, *, saver: Any
-) -> Outcome:
-    """Compensate the cancelled run (a compensating graph), then delete its checkpoints."""
-    cancelled_id = str(run.kwargs[CONTINUES]["run_id"])
-    cancelled = await store.get_run(cancelled_id, tenant=run.tenant_id)
-    done = "rolled back"
-    if compensating_graph(graph):
-        why = cancelled.cancel_reason or ""
-        why = f"cancelled with rollback: {why}" if why else "cancelled with rollback"
-        thread = {"configurable": {**config["configurable"], "thread_id": run.thread_id}}
-        try:
-            report = await compensate(graph, thread, reason=why, run_id=cancelled_id)
-        except RunCancelledError as stop:
-            return lifecycle.cancelled(stop.action, stop.reason or "")
-        body = report.to_dict(args=False)
-        ctx.events.add("compensation", {**body, "compensates": cancelled_id})
-        ctx.check("compensation.report")  # still this worker's: the cancelled run is written next
-        _, reason = ending(cancelled, body)
-        await store.set_run_ending(
-            cancelled_id, tenant=run.tenant_id, error=cancelled.error, reason=reason
-        )
-        event = NewEvent("compensation", {**body, "continued_by": run.run_id})
-        await store.add_events(cancelled_id, [event], tenant=run.tenant_id)
-        done = f"compensated and rolled back: {summary(body)}"
-    await saver.adelete_for_runs([cancelled_id])
-    status, thread_error = await _thread_after(store, run, cancelled)
-    return Outcome(
-        status="success",
-        thread_status=status,
-        thread_error=thread_error,
-        values=KEEP,
-        reason=f"run {cancelled_id} {done}",
+        reason=reason,
     )
