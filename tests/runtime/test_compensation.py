@@ -12,8 +12,9 @@ from typing import Any
 import pytest
 
 from tests.runtime.workers import PROJECT
+from tether.approvals import get_approval
 from tether.runtime import Run, Runtime, Worker
-from tether.runtime.compensations import rollback_id
+from tether.runtime.compensations import awaiting, continuation_id, rollback_id
 from tether.runtime.errors import RunNotActiveError
 
 
@@ -208,3 +209,60 @@ async def test_a_rollback_left_undone_by_a_dead_process_is_done_by_cancelling_ag
     assert _kinds(tmp_path / "world.db")[2:] == ["undo-email ada@example.com", "undo-charge 4200"]
     with pytest.raises(RunNotActiveError):  # rolled back: nothing is left to cancel
         await runtime.cancel(run_id, action="rollback")
+
+
+async def _approve_the_undo_then_rolled_back(
+    runtime: Runtime, run_id: str, thread: str, world: Path
+) -> None:
+    """The rollback's undo of the charge waits on a person: the run's checkpoints stay (they
+    say what to undo) until the person approves and a worker undoes it; then they go."""
+    cancelled = await runtime.get(run_id)
+    assert cancelled.ended_reason is not None
+    assert "awaiting a person: charge" in cancelled.ended_reason
+    assert _kinds(world) == ["charge", "email", "undo-email ada@example.com"]
+    saver = await runtime.checkpointer()
+    config: Any = {"configurable": {"thread_id": thread, "checkpoint_ns": ""}}
+    assert await saver.aget_tuple(config) is not None
+    [approval_id] = await awaiting(runtime, cancelled)
+    request = (await get_approval(saver, approval_id)).request
+    (world.parent / "undo_down").unlink()
+    await runtime.decide(thread, approval_id, "approve", by="dana", args_sha256=request.args_sha256)
+    continued = await runtime.wait(continuation_id(approval_id), timeout=60)
+    assert continued.status == "success", continued
+    assert _kinds(world)[3:] == ["undo-charge 4200"]
+    after = await runtime.get(run_id)
+    assert after.ended_reason is not None
+    assert "undone: email, charge" in after.ended_reason
+    assert await saver.aget_tuple(config) is None  # the compensation is complete: rolled back
+
+
+async def test_a_rollback_whose_undo_waits_on_a_person_deletes_once_it_is_decided(
+    runtime: Runtime, worker: Worker, tmp_path: Path
+) -> None:
+    (tmp_path / "undo_down").touch()
+    run = await runtime.create("waits_undo_fails", thread_id="waits-down", input={"messages": []})
+    await _until_emailed(runtime, worker, run.run_id, tmp_path / "world.db")
+    await runtime.cancel(run.run_id, action="rollback", reason="customer withdrew")
+    for _ in range(3000):  # the worker has heard of the cancel: its next boundary stops the run
+        held = worker._held.get(run.run_id)
+        if held is None or held[0].cancel is not None:
+            break
+        await asyncio.sleep(0.01)
+    (tmp_path / "release").touch()
+    done = await runtime.wait(run.run_id, timeout=60)
+    assert done.status == "cancelled", done
+    world = tmp_path / "world.db"
+    await _approve_the_undo_then_rolled_back(runtime, run.run_id, "waits-down", world)
+
+
+async def test_a_paused_runs_rollback_whose_undo_waits_on_a_person_deletes_once_decided(
+    runtime: Runtime, worker: Worker, tmp_path: Path
+) -> None:
+    (tmp_path / "undo_down").touch()
+    run_id = await _paused(runtime, "asks_undo_fails", "asks-down", tmp_path / "world.db")
+    await runtime.cancel(run_id, action="rollback")
+    rolling = await runtime.wait(rollback_id(run_id), timeout=60)
+    assert rolling.status == "success", rolling
+    assert rolling.ended_reason is not None
+    assert "rolled back once complete" in rolling.ended_reason
+    await _approve_the_undo_then_rolled_back(runtime, run_id, "asks-down", tmp_path / "world.db")

@@ -64,6 +64,7 @@ __all__ = [
     "enqueue_rollback",
     "find_run",
     "rollback_id",
+    "rollback_may_delete",
     "summary",
 ]
 
@@ -79,6 +80,12 @@ def continuation_id(approval_id: str) -> str:
 def rollback_id(run_id: str) -> str:
     """The id of the run that rolls back the cancelled run ``run_id`` (one per run)."""
     return str(uuid.uuid5(_NAMESPACE, f"rollback\0{run_id}"))
+
+
+def rollback_may_delete(report: Mapping[str, Any]) -> bool:
+    """Whether a rollback may now delete its run's records: its compensation (``report``)
+    is complete. Until then they say what a person's decision is to undo."""
+    return report.get("complete") is True
 
 
 def summary(report: Mapping[str, Any]) -> str:
@@ -254,6 +261,10 @@ async def continue_compensation(
             if isinstance(compensated, Outcome):
                 return compensated
             ended, body = compensated
+            if not rollback_may_delete(body):  # an undo waits on a person: its decision's
+                # continuation completes the compensation, then deletes.
+                reason = f"run {ended_id} compensated: {summary(body)}; rolled back once complete"
+                return await _continued(store, run, ended, reason)
             done = f"compensated and rolled back: {summary(body)}"
         await saver.adelete_for_runs([ended_id])
         return await _continued(store, run, ended, f"run {ended_id} {done}")
@@ -266,6 +277,8 @@ async def continue_compensation(
     if isinstance(compensated, Outcome):
         return compensated
     ended, body = compensated
+    if ended.cancel_action == "rollback" and rollback_may_delete(body):
+        await saver.adelete_for_runs([ended_id])  # the rollback its compensation held back
     return await _continued(store, run, ended, f"compensated run {ended_id}: {summary(body)}")
 
 

@@ -42,7 +42,12 @@ from tether.runtime._timeouts import (
     deadline_watchdog,
     with_step_timeout,
 )
-from tether.runtime.compensations import CONTINUES, continue_compensation, summary
+from tether.runtime.compensations import (
+    CONTINUES,
+    continue_compensation,
+    rollback_may_delete,
+    summary,
+)
 from tether.runtime.context import RunContext
 from tether.runtime.errors import FenceLostError, InvalidRunRequestError, ThreadNotFoundError
 from tether.runtime.graph_store import SharedStore, TenantStore
@@ -269,12 +274,15 @@ class Execution:
         config["configurable"].pop("checkpoint_id", None)
         reason = stop.reason or ""
         if stop.action == "rollback":
+            complete = True
             if compensating_graph(loaded):
                 # Before the rollback deletes the run's records: they say what it did.
                 why = f"cancelled with rollback: {reason}" if reason else "cancelled with rollback"
                 done = await self._compensate(loaded, run, config, ctx, why)
                 reason = f"{reason}; {summary(done)}" if reason else summary(done)
-            await self.saver.adelete_for_runs([run.run_id])
+                complete = rollback_may_delete(done)
+            if complete:  # else the continuation that completes the compensation deletes them
+                await self.saver.adelete_for_runs([run.run_id])
         state = await graph.aget_state(config)
         return lifecycle.cancelled(
             stop.action, reason, values=to_json(state.values), next_nodes=state.next

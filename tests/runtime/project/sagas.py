@@ -40,9 +40,22 @@ class _World(World):
         return path
 
 
-def _saga(then: Any, *, compensates: bool = True) -> Any:
+class _Flag:
+    """A file of ``$TETHER_TEST_WORKDIR``, looked up at each call (see :class:`_World`)."""
+
+    def __init__(self, name: str) -> None:
+        self.name = name
+
+    def exists(self) -> bool:
+        return (_workdir() / self.name).exists()
+
+
+def _saga(then: Any, *, compensates: bool = True, failing_undo: bool = False) -> Any:
+    """Charge and email, then ``then()`` and ship; ``failing_undo``: the charge's undo raises
+    while ``$TETHER_TEST_WORKDIR/undo_down`` exists."""
     world = _World()
-    charge, email, ship, lookup = tools(world)
+    down = _Flag("undo_down") if failing_undo else None
+    charge, email, ship, lookup = tools(world, failing_undo=down)  # type: ignore[arg-type]
 
     async def act(state: State) -> dict[str, Any]:
         await charge.ainvoke({"order_id": "A1", "amount_cents": 4200})
@@ -94,16 +107,8 @@ saga_waits = _saga(_wait_for_release)
 saga_blips = _saga(_blip)
 saga_asks = _saga(_ask)
 asks_uncompensated = _saga(_ask, compensates=False)
-
-
-class _Flag:
-    """A file of ``$TETHER_TEST_WORKDIR``, looked up at each call (see :class:`_World`)."""
-
-    def __init__(self, name: str) -> None:
-        self.name = name
-
-    def exists(self) -> bool:
-        return (_workdir() / self.name).exists()
+asks_undo_fails = _saga(_ask, failing_undo=True)
+waits_undo_fails = _saga(_wait_for_release, failing_undo=True)
 
 
 def _saga_undo_fails() -> Any:
