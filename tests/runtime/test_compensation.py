@@ -120,19 +120,26 @@ async def test_a_store_error_on_the_last_attempt_fails_the_run_and_is_compensate
     ]
 
 
+async def _rolled_back_while_running(
+    runtime: Runtime, worker: Worker, run_id: str, workdir: Path
+) -> Run:
+    """Cancel with rollback the run waiting for ``release`` once it emailed; the run, ended."""
+    await _until_emailed(runtime, worker, run_id, workdir / "world.db")
+    await runtime.cancel(run_id, action="rollback", reason="customer withdrew")
+    for _ in range(3000):  # the worker has heard of the cancel: its next boundary stops the run
+        held = worker._held.get(run_id)
+        if held is None or held[0].cancel is not None:
+            break
+        await asyncio.sleep(0.01)
+    (workdir / "release").touch()
+    return await runtime.wait(run_id, timeout=60)
+
+
 async def test_a_rollback_cancel_compensates_before_the_run_is_deleted(
     runtime: Runtime, worker: Worker, tmp_path: Path
 ) -> None:
     run = await runtime.create("saga_waits", thread_id="saga-2", input={"messages": []})
-    await _until_emailed(runtime, worker, run.run_id, tmp_path / "world.db")
-    await runtime.cancel(run.run_id, action="rollback", reason="customer withdrew")
-    for _ in range(3000):  # the worker has heard of the cancel: its next boundary stops the run
-        held = worker._held.get(run.run_id)
-        if held is None or held[0].cancel is not None:
-            break
-        await asyncio.sleep(0.01)
-    (tmp_path / "release").touch()
-    done = await runtime.wait(run.run_id, timeout=60)
+    done = await _rolled_back_while_running(runtime, worker, run.run_id, tmp_path)
     assert done.status == "cancelled", done
     assert done.ended_reason is not None
     assert "customer withdrew" in done.ended_reason
@@ -241,15 +248,7 @@ async def test_a_rollback_whose_undo_waits_on_a_person_deletes_once_it_is_decide
 ) -> None:
     (tmp_path / "undo_down").touch()
     run = await runtime.create("waits_undo_fails", thread_id="waits-down", input={"messages": []})
-    await _until_emailed(runtime, worker, run.run_id, tmp_path / "world.db")
-    await runtime.cancel(run.run_id, action="rollback", reason="customer withdrew")
-    for _ in range(3000):  # the worker has heard of the cancel: its next boundary stops the run
-        held = worker._held.get(run.run_id)
-        if held is None or held[0].cancel is not None:
-            break
-        await asyncio.sleep(0.01)
-    (tmp_path / "release").touch()
-    done = await runtime.wait(run.run_id, timeout=60)
+    done = await _rolled_back_while_running(runtime, worker, run.run_id, tmp_path)
     assert done.status == "cancelled", done
     world = tmp_path / "world.db"
     await _approve_the_undo_then_rolled_back(runtime, run.run_id, "waits-down", world)
