@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import json
+import subprocess
+import sys
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from datetime import UTC, datetime, timedelta
@@ -12,7 +15,14 @@ import pytest
 
 from tests.backends import Backend
 from tests.compensation.saga import ALL_UNDONE, CONFIG, INPUT, World, saga_graph
-from tether.approvals import decide, expire_due, get_approval, list_approvals
+from tether.approvals import (
+    InvalidEditError,
+    args_sha256,
+    decide,
+    expire_due,
+    get_approval,
+    list_approvals,
+)
 from tether.compensation import (
     CompensationReport,
     CompensationResumer,
@@ -50,6 +60,18 @@ async def _failed(
         with pytest.raises(RuntimeError, match="carrier refused") as failed:
             await graph.ainvoke(INPUT, config)
         yield saver, graph, world, await compensate(graph, config, reason=str(failed.value))
+
+
+@asynccontextmanager
+async def _undo_fails(
+    backend: Backend, tmp_path: Path
+) -> AsyncIterator[tuple[tuple[Any, Any, World, CompensationReport], Path]]:
+    """:func:`_failed` while the payments provider is down (undoing the charge raises until
+    the file it yields is removed)."""
+    down = tmp_path / "provider-down"
+    down.touch()
+    async with _failed(backend, tmp_path, failing_undo=down) as saga:
+        yield saga, down
 
 
 async def test_effects_are_undone_newest_first_and_the_rest_listed(
@@ -102,9 +124,7 @@ async def test_compensating_again_undoes_nothing_twice(
 async def test_a_failing_undo_asks_a_person_who_can_retry_it(
     durable_backend: Backend, tmp_path: Path
 ) -> None:
-    down = tmp_path / "provider-down"
-    down.touch()
-    async with _failed(durable_backend, tmp_path, failing_undo=down) as saga:
+    async with _undo_fails(durable_backend, tmp_path) as (saga, down):
         saver, graph, world, report = saga
         assert [(e.tool, e.status) for e in report.effects] == [
             ("ship", "not undone"),
@@ -129,9 +149,7 @@ async def test_a_failing_undo_asks_a_person_who_can_retry_it(
 
 
 async def test_a_person_may_leave_a_failed_undo(durable_backend: Backend, tmp_path: Path) -> None:
-    down = tmp_path / "provider-down"
-    down.touch()
-    async with _failed(durable_backend, tmp_path, failing_undo=down) as saga:
+    async with _undo_fails(durable_backend, tmp_path) as (saga, _down):
         saver, graph, world, report = saga
         approval_id = report.awaiting[0].approval_id
         await _decide(saver, graph, approval_id, "reject", reason="refunded by hand")
@@ -204,26 +222,113 @@ async def test_an_expired_request_leaves_the_effect_not_undone(
     assert "undo-charge 4200" not in world.kinds()
 
 
+async def _edit(saver: Any, graph: Any, approval_id: str | None, args: dict[str, Any]) -> Any:
+    view = await get_approval(saver, approval_id or "")
+    return await decide(
+        saver,
+        "saga",
+        view.request.approval_id,
+        "edit",
+        by="dana",
+        args_sha256=view.request.args_sha256,
+        edited_args=args,
+        resumer=CompensationResumer(graph),
+    )
+
+
 async def test_an_edited_decision_retries_the_undo_with_the_edited_arguments(
     durable_backend: Backend, tmp_path: Path
 ) -> None:
-    down = tmp_path / "provider-down"
-    down.touch()
-    async with _failed(durable_backend, tmp_path, failing_undo=down) as saga:
+    async with _undo_fails(durable_backend, tmp_path) as (saga, down):
         saver, graph, world, report = saga
         down.unlink()
-        view = await get_approval(saver, report.awaiting[0].approval_id or "")
-        await decide(
-            saver,
-            "saga",
-            view.request.approval_id,
-            "edit",
-            by="dana",
-            args_sha256=view.request.args_sha256,
-            edited_args={"order_id": "A1", "amount_cents": 4000},
-            resumer=CompensationResumer(graph),
-        )
+        edited = {"order_id": "A1", "amount_cents": 4000}
+        await _edit(saver, graph, report.awaiting[0].approval_id, edited)
     assert world.kinds()[-1] == "undo-charge 4000"
+
+
+async def test_an_edited_undo_that_fails_again_asks_with_the_arguments_it_runs_with(
+    durable_backend: Backend, tmp_path: Path
+) -> None:
+    """The next request shows, and is bound to, the edited arguments its approval runs."""
+    down = tmp_path / "provider-down"
+    down.touch()
+    edited = {"order_id": "A1", "amount_cents": 4000}
+    async with _failed(durable_backend, tmp_path, failing_undo=down) as saga:
+        saver, graph, world, report = saga
+        first = (await get_approval(saver, report.awaiting[0].approval_id or "")).request
+        assert first.args == {"order_id": "A1", "amount_cents": 4200}
+        again = await _edit(saver, graph, first.approval_id, edited)  # the provider is down
+        [waiting] = [e for e in again.values["effects"] if e["status"] == "awaiting a person"]
+        second = (await get_approval(saver, waiting["approval_id"])).request
+        assert second.approval_id != first.approval_id
+        assert second.args == edited
+        assert second.args_sha256 == args_sha256(edited)
+        down.unlink()
+        await _decide(saver, graph, second.approval_id, "approve")
+    assert world.kinds()[-1] == "undo-charge 4000"
+    assert "undo-charge 4200" not in world.kinds()
+
+
+def _decide_without_the_graph(backend: Backend, approval_id: str, args: Any) -> str:
+    """Edit the request in a process of its own that never built the graph."""
+    command = [
+        sys.executable,
+        "-m",
+        "tests.compensation.graphless_decider",
+        backend.url,
+        json.dumps(backend.options),
+        approval_id,
+        json.dumps(args),
+    ]
+    done = subprocess.run(command, capture_output=True, text=True, timeout=120, check=False)
+    assert done.returncode == 0, done.stderr
+    return done.stdout.strip()
+
+
+async def test_an_edit_is_checked_by_a_process_without_the_graph(
+    durable_backend: Backend, tmp_path: Path
+) -> None:
+    """The request carries its tool's JSON schema: a server or CLI that never loaded the graph
+    (no pydantic schema registered) still refuses a bad edit, naming the problem."""
+    async with _undo_fails(durable_backend, tmp_path) as (saga, down):
+        saver, graph, world, report = saga
+        approval_id = report.awaiting[0].approval_id or ""
+        request = (await get_approval(saver, approval_id)).request
+        assert request.args_json_schema is not None
+        assert set(request.args_json_schema["properties"]) == {"order_id", "amount_cents"}
+        bad = [
+            ({"order_id": "A1", "amount_cents": "lots"}, "amount_cents: 'lots' is not of type"),
+            (
+                {"order_id": "A1", "amount_cents": 1, "idempotency_key": "mine"},
+                "'idempotency_key', which its schema does not have",
+            ),
+            ({"order_id": "A1"}, "'amount_cents' is a required property"),
+        ]
+        for args, problem in bad:
+            assert problem in _decide_without_the_graph(durable_backend, approval_id, args)
+        assert (await get_approval(saver, approval_id)).decision is None  # still pending
+        edited = {"order_id": "A1", "amount_cents": 4100}
+        assert _decide_without_the_graph(durable_backend, approval_id, edited) == "stored"
+        down.unlink()
+        await compensate(graph, CONFIG)  # a worker continues it
+    assert world.kinds()[-1] == "undo-charge 4100"
+
+
+async def test_an_edit_naming_an_argument_the_tool_lacks_is_refused(
+    durable_backend: Backend, tmp_path: Path
+) -> None:
+    async with _undo_fails(durable_backend, tmp_path) as (saga, _down):
+        saver, graph, _, report = saga
+        approval_id = report.awaiting[0].approval_id
+        with pytest.raises(InvalidEditError, match="'idempotency_key', which its schema does"):
+            await _edit(
+                saver,
+                graph,
+                approval_id,
+                {"order_id": "A1", "amount_cents": 1, "idempotency_key": "mine"},
+            )
+        assert (await get_approval(saver, approval_id or "")).decision is None
 
 
 def test_a_run_stopped_by_an_expired_approval_is_to_be_compensated(tmp_path: Path) -> None:

@@ -27,6 +27,7 @@ import threading
 from datetime import UTC, datetime
 from typing import Any
 
+import jsonschema  # type: ignore[import-untyped]
 from langgraph.pregel import Pregel
 from pydantic import BaseModel, ValidationError
 
@@ -210,7 +211,9 @@ def build_decision(
     if decision == "edit":
         if edited_args is None:
             raise ApprovalConfigError("an 'edit' decision needs edited_args")
-        args = validate_args(request.action, request.args_schema, edited_args)
+        args = validate_args(
+            request.action, request.args_schema, edited_args, request.args_json_schema
+        )
     elif edited_args is not None:
         raise ApprovalConfigError(
             f"edited_args are only taken with decision='edit', not {decision!r}"
@@ -293,8 +296,15 @@ def resolve_args_schema(action: str, ref: str | None) -> type[BaseModel] | None:
         return _by_action.get(action)
 
 
-def validate_args(action: str, ref: str | None, args: Any) -> dict[str, Any]:
+def validate_args(
+    action: str, ref: str | None, args: Any, json_schema: dict[str, Any] | None = None
+) -> dict[str, Any]:
     """``args`` validated against the action's schema, as plain JSON.
+
+    The pydantic schema known in this process comes first; else ``json_schema``,
+    the JSON schema stored with the request (so a process without the graph,
+    such as the server or the CLI, still checks an edit). Either way a key the
+    schema does not name is refused, not dropped.
 
     Raises:
         InvalidEditError: Not a JSON object, no schema known for the action, or
@@ -305,12 +315,18 @@ def validate_args(action: str, ref: str | None, args: Any) -> dict[str, Any]:
             f"edited arguments for {action!r} must be a JSON object, got {type(args).__name__}"
         )
     schema = resolve_args_schema(action, ref)
+    if schema is None and json_schema is not None:
+        return _valid_by_json_schema(action, args, json_schema)
     if schema is None:
         raise InvalidEditError(
             f"cannot validate edited arguments: no argument schema for action {action!r} is "
             "known in this process; pass args_schema= (a pydantic model) to the gate and build "
             "the graph before deciding"
         )
+    if schema.model_config.get("extra") != "allow":
+        names = {f.alias or name for name, f in schema.model_fields.items()}
+        names |= set(schema.model_fields)
+        _refuse_unknown(action, args, names)
     try:
         model = schema.model_validate(args)
     except ValidationError as exc:
@@ -323,3 +339,30 @@ def validate_args(action: str, ref: str | None, args: Any) -> dict[str, Any]:
         ) from None
     out: dict[str, Any] = to_json_value(model.model_dump(mode="json"), what="edited arguments")
     return out
+
+
+def _refuse_unknown(action: str, args: dict[str, Any], names: set[str]) -> None:
+    unknown = sorted(str(key) for key in args if key not in names)
+    if unknown:
+        raise InvalidEditError(
+            f"edited arguments for {action!r} name {', '.join(map(repr, unknown))}, which its "
+            f"schema does not have (it takes {', '.join(map(repr, sorted(names))) or 'none'})"
+        )
+
+
+def _valid_by_json_schema(
+    action: str, args: dict[str, Any], json_schema: dict[str, Any]
+) -> dict[str, Any]:
+    """``args`` checked against the JSON schema stored with the request."""
+    if json_schema.get("additionalProperties") is not True:
+        _refuse_unknown(action, args, set(json_schema.get("properties") or {}))
+    plain: dict[str, Any] = to_json_value(args, what="edited arguments")
+    validator = jsonschema.Draft202012Validator(json_schema)
+    problems = sorted(validator.iter_errors(plain), key=lambda e: list(e.absolute_path))
+    if problems:
+        said = "; ".join(
+            f"{'.'.join(str(p) for p in err.absolute_path) or '(root)'}: {err.message}"
+            for err in problems
+        )
+        raise InvalidEditError(f"edited arguments for {action!r} do not match its schema: {said}")
+    return plain

@@ -50,7 +50,13 @@ from tether.boundaries import boundary
 from tether.compensation._io import Flow, ReadSteps, Undo
 from tether.compensation._plan import Effect, effects_of
 from tether.compensation._report import CompensationReport, EffectOutcome, EffectStatus
-from tether.compensation._requests import LEAVING, RETRYING, request_for, shown
+from tether.compensation._requests import (
+    LEAVING,
+    RETRYING,
+    edit_json_schema,
+    request_for,
+    shown,
+)
 from tether.compensation._settings import Compensation
 from tether.steps import DurableTool
 from tether.store import Record
@@ -304,6 +310,8 @@ def _ask(
         attempt=attempt,
         reason=ctx.reason or "",
         error=error,
+        args=args,
+        args_json_schema=edit_json_schema(ctx.tools.get(effect.tool)),
     )
     # The request first: a state naming a request that was never stored would wait forever.
     yield ops.Insert(APPROVAL_KIND, request.approval_id, request.to_dict(), ctx.thread_id, _NO_RUN)

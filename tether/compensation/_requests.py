@@ -33,6 +33,7 @@ __all__ = [
     "ACTION_PREFIX",
     "LEAVING",
     "RETRYING",
+    "edit_json_schema",
     "register_edit_schemas",
     "request_for",
     "shown",
@@ -49,6 +50,17 @@ def register_edit_schemas(tools: dict[str, DurableTool]) -> None:
         schema = tool.args_schema
         if isinstance(schema, type) and issubclass(schema, BaseModel):
             register_args_schema(f"{ACTION_PREFIX}{name}", schema)
+
+
+def edit_json_schema(tool: DurableTool | None) -> dict[str, Any] | None:
+    """The JSON schema of ``tool``'s arguments, stored with its requests: any process (one
+    without the graph, such as the server or the CLI) validates an edit with it, and the
+    inbox draws its form from it."""
+    schema = None if tool is None else tool.args_schema
+    if isinstance(schema, type) and issubclass(schema, BaseModel):
+        found: dict[str, Any] = schema.model_json_schema()
+        return found
+    return dict(schema) if isinstance(schema, dict) else None
 
 
 def _time(moment: datetime) -> str:
@@ -78,10 +90,16 @@ def request_for(
     reason: str,
     error: str | None = None,
     now: datetime | None = None,
+    args: dict[str, Any] | None = None,
+    args_json_schema: dict[str, Any] | None = None,
 ) -> ApprovalRequest:
-    """The request for ``effect`` at ``stage`` (``ask`` or ``failed``) of attempt ``attempt``."""
+    """The request for ``effect`` at ``stage`` (``ask`` or ``failed``) of attempt ``attempt``.
+
+    ``args``: what the undo is to run with, shown and hashed (default: the
+    effect's; a retry after an edit runs with the edited ones).
+    """
     moment = now or datetime.now(UTC)
-    args = effect.args or {}
+    args = (effect.args or {}) if args is None else args
     where = f"step {effect.step_index}" if effect.step_index is not None else "an unfinished step"
     if stage == "failed":
         why = (
@@ -100,6 +118,7 @@ def request_for(
         action=f"{ACTION_PREFIX}{effect.tool}",
         args=shown(args),
         args_sha256=args_sha256(shown(args)),
+        args_json_schema=args_json_schema,
         why=why,
         affects=f"the effect of {effect.tool} at {where} of thread {thread_id}",
         if_denied="the effect stays in the world and is listed as not undone",
