@@ -23,7 +23,7 @@ from tests.runtime.workers import PROJECT
 from tether.compensation import RUN_POLICY_KEY
 from tether.graphs._refund_scenario import PAYMENTS_FILE, REFUND_REQUEST
 from tether.runtime import Runtime
-from tether.runtime.compensations import continuation_id
+from tether.runtime.compensations import continuation_id, rollback_id
 from tether.server import create_app
 
 LEAD = {"x-tether-user": "dana", "x-tether-roles": "support-lead"}
@@ -141,3 +141,32 @@ async def test_v1_resume_decides_the_compensation_of_an_ended_run(
         f"/v1/runs/{run_id}/resume", json={"decision": "approve", "payload": {}}
     )
     assert again.status_code == 409, again.text
+
+
+async def test_a_paused_run_cancelled_with_rollback_is_compensated_and_says_so(
+    http: httpx.AsyncClient, tmp_path: Path
+) -> None:
+    """Through LangGraph's API: the run charged, emailed and paused; a rollback cancel undoes
+    both before its checkpoints go, and ``/v1/runs/{id}`` says what was undone."""
+    thread = (await http.post("/threads", json={})).json()["thread_id"]
+    answer = await http.post(
+        f"/threads/{thread}/runs", json={"assistant_id": "saga_asks", "input": {"messages": []}}
+    )
+    assert answer.status_code == 200, answer.text
+    run_id = answer.json()["run_id"]
+    assert (await _ended(http, run_id))["status"] == "interrupted"
+    cancel = await http.post(
+        f"/threads/{thread}/runs/{run_id}/cancel", params={"action": "rollback"}
+    )
+    assert cancel.status_code in (200, 202, 204), cancel.text
+    rolled = await _ended(http, rollback_id(run_id))
+    assert rolled["status"] == "success", rolled
+    with sqlite3.connect(tmp_path / "world.db") as db:
+        kinds = [k for (k,) in db.execute("SELECT kind FROM effects ORDER BY rowid")]
+    assert kinds == ["charge", "email", "undo-email ada@example.com", "undo-charge 4200"]
+    ended = (await http.get(f"/v1/runs/{run_id}")).json()
+    assert ended["status"] == "cancelled"
+    assert "undone: email, charge" in ended["ended_reason"]
+    state = await http.get(f"/threads/{thread}/state")
+    assert state.status_code == 200, state.text
+    assert not state.json()["values"]  # rolled back: the run's checkpoints are gone

@@ -190,6 +190,7 @@ async def get_run(run_id: str, user: UserDep, srv: Srv) -> RunStatusOut:
         updated_at=run.updated_at.isoformat(),
         error=None if run.error is None else _json(dict(run.error)),
         cancel_reason=run.cancel_reason,
+        ended_reason=run.ended_reason,
     )
     if run.status == "interrupted":
         interrupts, checkpoint_id = await _interrupts(rt, run)

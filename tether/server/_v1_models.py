@@ -90,6 +90,11 @@ class RunStatusOut(BaseModel):
     updated_at: str
     error: dict[str, Any] | None = None
     cancel_reason: str | None = None
+    ended_reason: str | None = Field(
+        default=None,
+        description="Why the run ended as it did; for a compensating graph's run that failed "
+        "or was rolled back, what compensation undid and what it did not.",
+    )
     interrupt: InterruptOut | None = Field(
         default=None, description="The first thing an interrupted run waits on."
     )
