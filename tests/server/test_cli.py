@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import socket
+import sqlite3
 import subprocess
 import sys
 from pathlib import Path
@@ -89,3 +91,22 @@ async def test_serve_on_sqlite_needs_only_the_server_extra(tmp_path: Path) -> No
         client = get_client(url=process.base)
         out = await client.runs.wait(None, "echo", input={"text": "core"})
         assert out["text"] == "core"
+
+
+def test_a_port_in_use_is_named_before_any_worker_starts(tmp_path: Path) -> None:
+    """It was not: the in-process worker started and registered, then the server stopped."""
+    taken = socket.socket()
+    taken.bind(("127.0.0.1", 0))
+    taken.listen()
+    port = taken.getsockname()[1]
+    store = tmp_path / "runs.db"
+    try:
+        done = _serve("--url", f"sqlite:///{store}", "--no-auth", "--port", str(port), cwd=tmp_path)
+    finally:
+        taken.close()
+    assert done.returncode == 1, done.stderr
+    assert f"cannot listen on 127.0.0.1:{port}" in done.stderr
+    assert "Traceback" not in done.stderr
+    with sqlite3.connect(store) as db:
+        (workers,) = db.execute("SELECT COUNT(*) FROM tether_workers").fetchone()
+    assert workers == 0

@@ -6,6 +6,7 @@ import argparse
 import asyncio
 import logging
 import os
+import socket
 import sys
 from typing import Any
 
@@ -95,12 +96,9 @@ def _serve(args: argparse.Namespace) -> int:
     from tether.runtime import Runtime
     from tether.runtime import project as projects
 
-    if args.workers < 0:
-        print(f"tether: error: --workers must be 0 or more, not {args.workers}", file=sys.stderr)
-        return 2
-    if not args.max_body_mb > 0 or args.max_body_mb * 2**20 > 2**62:
-        message = f"--max-body-mb must be a positive size, not {args.max_body_mb}"
-        print(f"tether: error: {message}", file=sys.stderr)
+    problem = _bad_option(args)
+    if problem is not None:
+        print(f"tether: error: {problem}", file=sys.stderr)
         return 2
     project = projects.Project.load(args.config, apply_env=True)
     url = args.url
@@ -112,6 +110,10 @@ def _serve(args: argparse.Namespace) -> int:
     auth = _auth_mode(args, project, url)
     if auth is None:
         return 2
+    # The address first: one in use is refused before any worker starts or registers.
+    listening = _listen(args.host, args.port)
+    if listening is None:
+        return 1
     logging.basicConfig(
         level=args.log_level.upper(), format="%(asctime)s %(message)s", stream=sys.stderr
     )
@@ -146,8 +148,41 @@ def _serve(args: argparse.Namespace) -> int:
         http="auto",
         timeout_graceful_shutdown=min(5.0, args.shutdown_grace),
     )
-    _server_class()(config, app).run()
+    _server_class()(config, app).run(sockets=[listening])
     return 0
+
+
+def _listen(host: str, port: int) -> socket.socket | None:
+    """A socket bound to ``host:port`` for uvicorn, or ``None`` after saying why not."""
+    try:
+        infos = socket.getaddrinfo(host, port, type=socket.SOCK_STREAM, flags=socket.AI_PASSIVE)
+    except socket.gaierror as exc:
+        print(f"tether: error: cannot listen on {host}:{port}: {exc.strerror}", file=sys.stderr)
+        return None
+    family, kind, proto, _, address = infos[0]
+    sock = socket.socket(family, kind, proto)
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    try:
+        sock.bind(address)
+    except OSError as exc:
+        sock.close()
+        print(
+            f"tether: error: cannot listen on {host}:{port}: {exc.strerror or exc} "
+            "(another server there? choose one with --port)",
+            file=sys.stderr,
+        )
+        return None
+    sock.set_inheritable(True)
+    return sock
+
+
+def _bad_option(args: argparse.Namespace) -> str | None:
+    """What is wrong with the command's numbers, if anything."""
+    if args.workers < 0:
+        return f"--workers must be 0 or more, not {args.workers}"
+    if not args.max_body_mb > 0 or args.max_body_mb * 2**20 > 2**62:
+        return f"--max-body-mb must be a positive size, not {args.max_body_mb}"
+    return None
 
 
 def _auth_mode(args: argparse.Namespace, project: Any, url: str) -> str | None:
