@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import sqlite3
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -18,7 +19,7 @@ from tether.compensation import RUN_POLICY_KEY
 from tether.graphs._refund_saga import saga_effects
 from tether.graphs._refund_scenario import PAYMENTS_FILE, refund_input
 from tether.runtime.api import Runtime
-from tether.runtime.compensations import continuation_id
+from tether.runtime.compensations import continuation_id, rollback_id
 
 
 def _reversal_attempts(workdir: Path) -> int:
@@ -63,3 +64,28 @@ async def test_a_worker_killed_mid_continuation_leaves_it_to_another_that_undoes
     after = await runtime.get(failed.run_id)
     assert after.error is not None
     assert after.error["compensation"]["undone"] == ["issue_refund"]
+
+
+@pytest.mark.parametrize("point", ["before", "after"])
+async def test_a_worker_killed_mid_rollback_leaves_it_to_another_that_undoes_once(
+    runtime: Runtime, workers: Workers, point: str
+) -> None:
+    """The rollback run of a paused run cancelled with rollback, killed at its first undo."""
+    crashing = workers.start(1, extra_env={"TETHER_CRASH_AT": f"compensation.{point}:1"})[0]
+    thread = f"rollback-crash-{point}"
+    run = await runtime.create("saga_asks", thread_id=thread, input={"messages": []})
+    assert (await runtime.wait(run.run_id, timeout=60)).status == "interrupted"
+    await runtime.cancel(run.run_id, action="rollback", reason="withdrawn")
+    assert workers.procs[crashing].wait(60) is not None  # killed at the boundary
+    workers.start(1)
+    rolled = await runtime.wait(rollback_id(run.run_id), timeout=60)
+    assert rolled.status == "success", rolled
+    with sqlite3.connect(workers.workdir / "world.db") as db:
+        kinds = [k for (k,) in db.execute("SELECT kind FROM effects ORDER BY rowid")]
+    assert kinds == ["charge", "email", "undo-email ada@example.com", "undo-charge 4200"]
+    after = await runtime.get(run.run_id)
+    assert after.ended_reason is not None
+    assert "undone: email, charge" in after.ended_reason
+    saver = await runtime.checkpointer()
+    config: Any = {"configurable": {"thread_id": thread, "checkpoint_ns": ""}}
+    assert await saver.aget_tuple(config) is None
