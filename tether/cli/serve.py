@@ -110,10 +110,6 @@ def _serve(args: argparse.Namespace) -> int:
     auth = _auth_mode(args, project, url)
     if auth is None:
         return 2
-    # The address first: one in use is refused before any worker starts or registers.
-    listening = _listen(args.host, args.port)
-    if listening is None:
-        return 1
     logging.basicConfig(
         level=args.log_level.upper(), format="%(asctime)s %(message)s", stream=sys.stderr
     )
@@ -130,6 +126,11 @@ def _serve(args: argparse.Namespace) -> int:
         no_auth=args.no_auth,
         max_body_bytes=int(args.max_body_mb * 2**20),
     )
+    # The address before the app starts: one in use is refused before any worker starts
+    # or registers (the app's lifespan starts them).
+    listening = _listen(args.host, args.port)
+    if listening is None:
+        return 1
     print(
         f"tether serve: graphs {', '.join(project.graph_ids)}; run store {_shown(url)}; "
         f"{args.workers} in-process worker(s); {auth}; http://{args.host}:{args.port}",
