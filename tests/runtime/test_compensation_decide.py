@@ -35,7 +35,7 @@ from tether.graphs._refund_saga import saga_effects
 from tether.graphs._refund_scenario import PAYMENTS_FILE, refund_input
 from tether.runtime import Run, Runtime, Scheduler, Worker
 from tether.runtime.compensations import CONTINUES, continuation_id, enqueue
-from tether.runtime.errors import RunNotFoundError
+from tether.runtime.errors import InvalidRunRequestError, RunNotFoundError
 
 LEAD = {"by": "dana", "roles": ["support-lead"]}
 ASK = {"configurable": {RUN_POLICY_KEY: "ask"}}
@@ -311,3 +311,38 @@ async def test_a_thread_with_an_interrupted_run_refuses_until_it_is_settled(
     )
     await _continued(runtime, request.approval_id)
     assert _reversal_attempts(tmp_path / "refund_saga") == 1
+
+
+@pytest.mark.parametrize("strategy", ["interrupt", "rollback"])
+async def test_a_new_runs_multitask_strategy_never_cancels_a_continuation(
+    runtime: Runtime, worker: Worker, tmp_path: Path, strategy: str
+) -> None:
+    """A decided undo's continuation is tether's, not the user's: a run created on the thread
+    with ``interrupt`` or ``rollback`` waits behind it instead of cancelling it (which left
+    the decision stored and never applied)."""
+    (tmp_path / "undo_down").touch()
+    thread = f"saga-multitask-{strategy}"
+    run = await runtime.create("saga_undo_fails", thread_id=thread, input={"messages": []})
+    failed = await runtime.wait(run.run_id, timeout=60)
+    assert failed.error is not None
+    (awaiting,) = failed.error["compensation"]["awaiting"]
+    (tmp_path / "undo_down").unlink()
+    request = (await get_approval(await runtime.checkpointer(), awaiting["approval_id"])).request
+    await runtime.decide(
+        thread, request.approval_id, "approve", by="dana", args_sha256=request.args_sha256
+    )
+    after = await runtime.create(
+        "saga_fails", thread_id=thread, input={"messages": []}, multitask_strategy=strategy
+    )
+    continuation = await _continued(runtime, request.approval_id)
+    assert continuation.kwargs[CONTINUES]["run_id"] == failed.run_id
+    compensated = await runtime.get(failed.run_id)
+    assert compensated.error is not None
+    assert compensated.error["compensation"]["undone"] == ["email", "charge"]
+    assert (await runtime.wait(after.run_id, timeout=60)).status == "error"  # it ran, after
+
+
+async def test_a_run_request_may_not_mark_itself_as_tethers(runtime: Runtime) -> None:
+    with pytest.raises(InvalidRunRequestError, match="metadata key 'tether_compensates' is"):
+        await runtime.create("saga_fails", thread_id="marked", input={}, metadata={CONTINUES: "r1"})
+    assert await runtime.list(thread_id="marked") == []

@@ -46,6 +46,7 @@ from tether.runtime import lifecycle
 from tether.runtime.context import RunContext
 from tether.runtime.errors import AlreadyExistsError, RunNotFoundError
 from tether.runtime.models import Run, ThreadStatus
+from tether.runtime.multitask import TETHER_RUN_MARK
 from tether.runtime.store.base import KEEP, NewEvent, Outcome, RunStore
 from tether.runtime.store.types import NewRun
 from tether.store import store_for
@@ -68,7 +69,7 @@ __all__ = [
     "summary",
 ]
 
-CONTINUES = "tether_compensates"
+CONTINUES = TETHER_RUN_MARK
 _NAMESPACE = uuid.UUID("3f1c2a57-64f5-4b8e-9a51-7e0f0c6b2d19")
 
 

@@ -13,6 +13,11 @@ create transaction.
 
 An ``interrupted`` run is not in flight (it holds nothing); the store closes it
 as ``success`` ("continued by run <id>") whatever the strategy.
+
+A run tether itself created to finish another run's compensation or rollback
+(metadata :data:`TETHER_RUN_MARK`) is never cancelled by ``interrupt`` or
+``rollback``: the new run waits behind it, as with ``enqueue``. Cancelling it
+would leave a person's stored decision, or a rollback, never carried out.
 """
 
 from __future__ import annotations
@@ -32,6 +37,7 @@ from tether.runtime.models import (
 
 __all__ = [
     "BUSY_MESSAGE",
+    "TETHER_RUN_MARK",
     "InflightRun",
     "MultitaskPlan",
     "check_strategy",
@@ -46,11 +52,18 @@ BUSY_MESSAGE = (
 )
 
 
+TETHER_RUN_MARK = "tether_compensates"
+"""Metadata key of a run tether created to continue a compensation or a rollback; the
+value is the id of the run it finishes. A run request may not set it."""
+
+
 class InflightRun(NamedTuple):
-    """A run on the thread that is ``pending`` or ``running``."""
+    """A run on the thread that is ``pending`` or ``running`` (``tethers``: one of tether's
+    own, marked :data:`TETHER_RUN_MARK`)."""
 
     run_id: str
     status: RunStatus
+    tethers: bool = False
 
 
 @dataclass(frozen=True)
@@ -90,7 +103,8 @@ def plan(strategy: MultitaskStrategy, inflight: Sequence[InflightRun]) -> Multit
     if strategy == "reject":
         return MultitaskPlan(insert=False, reject=True)
     action: CancelAction = "interrupt" if strategy == "interrupt" else "rollback"
-    return MultitaskPlan(insert=True, cancel=tuple((run.run_id, action) for run in inflight))
+    cancel = tuple((run.run_id, action) for run in inflight if not run.tethers)
+    return MultitaskPlan(insert=True, cancel=cancel)
 
 
 def superseded_reason(new_run_id: str, strategy: MultitaskStrategy) -> str:

@@ -11,6 +11,7 @@ from tether.runtime.multitask import InflightRun, MultitaskPlan, plan, supersede
 
 PENDING = InflightRun("r1", "pending")
 RUNNING = InflightRun("r2", "running")
+TETHERS = InflightRun("r0", "running", tethers=True)
 TABLE: list[tuple[Any, tuple[InflightRun, ...], MultitaskPlan]] = [
     ("reject", (), MultitaskPlan(insert=True)),
     ("reject", (RUNNING,), MultitaskPlan(insert=False, reject=True)),
@@ -24,6 +25,10 @@ TABLE: list[tuple[Any, tuple[InflightRun, ...], MultitaskPlan]] = [
     ),
     ("rollback", (), MultitaskPlan(insert=True)),
     ("rollback", (PENDING,), MultitaskPlan(insert=True, cancel=(("r1", "rollback"),))),
+    # tether's own run (a continuation, a rollback) is waited for, never cancelled
+    ("interrupt", (TETHERS, PENDING), MultitaskPlan(insert=True, cancel=(("r1", "interrupt"),))),
+    ("rollback", (TETHERS,), MultitaskPlan(insert=True)),
+    ("reject", (TETHERS,), MultitaskPlan(insert=False, reject=True)),
 ]
 
 

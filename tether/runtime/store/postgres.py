@@ -38,7 +38,13 @@ from tether.runtime.models import (
     Thread,
     ThreadStatus,
 )
-from tether.runtime.multitask import BUSY_MESSAGE, InflightRun, plan, superseded_reason
+from tether.runtime.multitask import (
+    BUSY_MESSAGE,
+    TETHER_RUN_MARK,
+    InflightRun,
+    plan,
+    superseded_reason,
+)
 from tether.runtime.store import control
 from tether.runtime.store.base import Created, NewEvent
 from tether.runtime.store.control import NewAssistant
@@ -291,11 +297,14 @@ class PostgresRunStore(PostgresEditHooks, PostgresCronHooks, CronPlane, Retentio
         if thread is None or thread["tenant_id"] != tenant:
             raise ThreadNotFoundError(control.no_thread(thread_id))
         await cur.execute(
-            """SELECT run_id, status FROM tether_runs WHERE thread_id = %s
+            """SELECT run_id, status, (metadata -> %s) IS NOT NULL AS tethers
+                 FROM tether_runs WHERE thread_id = %s
                   AND status IN ('pending', 'running') ORDER BY seq FOR UPDATE""",
-            (thread_id,),
+            (TETHER_RUN_MARK, thread_id),
         )
-        inflight = [InflightRun(r["run_id"], r["status"]) for r in await cur.fetchall()]
+        inflight = [
+            InflightRun(r["run_id"], r["status"], r["tethers"]) for r in await cur.fetchall()
+        ]
         decision = plan(v.strategy, inflight)
         if decision.reject:
             raise ThreadBusyError(BUSY_MESSAGE)

@@ -20,6 +20,7 @@ from tether.runtime.models import (
     OnCompletion,
     StreamMode,
 )
+from tether.runtime.multitask import TETHER_RUN_MARK
 from tether.runtime.store.types import NewRun
 from tether.runtime.store.validation import check_mapping
 
@@ -99,6 +100,11 @@ def run_request(
         "webhook": webhook,
     }
     kwargs.update({k: v for k, v in optional.items() if v is not None})
+    if metadata and TETHER_RUN_MARK in metadata:
+        raise InvalidRunRequestError(
+            f"metadata key {TETHER_RUN_MARK!r} is reserved: tether marks the runs that "
+            "continue a compensation or a rollback with it"
+        )
     deadline_at = datetime.now(UTC) + deadline if isinstance(deadline, timedelta) else deadline
     return NewRun(
         assistant_id=assistant_id,

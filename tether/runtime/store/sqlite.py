@@ -35,7 +35,13 @@ from tether.runtime.models import (
     Thread,
     ThreadStatus,
 )
-from tether.runtime.multitask import BUSY_MESSAGE, InflightRun, plan, superseded_reason
+from tether.runtime.multitask import (
+    BUSY_MESSAGE,
+    TETHER_RUN_MARK,
+    InflightRun,
+    plan,
+    superseded_reason,
+)
 from tether.runtime.store import control
 from tether.runtime.store.base import Created, NewEvent
 from tether.runtime.store.control import NewAssistant
@@ -160,11 +166,11 @@ def _create_run(db: DB, now: float, v: ValidRun, assistant: Assistant, tenant: s
     if owner[1] != "busy":
         metadata = dumps({**db.rows.json(owner[2]), **control.thread_marks(assistant)})
     inflight = [
-        InflightRun(r[0], r[1])
+        InflightRun(r[0], r[1], bool(r[2]))
         for r in db.execute(
-            "SELECT run_id, status FROM tether_runs WHERE thread_id = ? "
-            "AND status IN ('pending', 'running') ORDER BY seq",
-            (thread_id,),
+            "SELECT run_id, status, json_extract(metadata, ?) IS NOT NULL FROM tether_runs "
+            "WHERE thread_id = ? AND status IN ('pending', 'running') ORDER BY seq",
+            (f"$.{TETHER_RUN_MARK}", thread_id),
         )
     ]
     decision = plan(v.strategy, inflight)
