@@ -222,6 +222,29 @@ async def test_an_expired_request_leaves_the_effect_not_undone(
     assert "undo-charge 4200" not in world.kinds()
 
 
+@pytest.mark.parametrize(
+    ("reason", "question"),
+    [
+        (
+            "cancelled with rollback: customer withdrew",
+            "the run was cancelled with rollback (customer withdrew)",
+        ),
+        ("cancelled with rollback", "the run was cancelled with rollback"),
+    ],
+)
+async def test_a_rollbacks_request_says_the_run_was_cancelled(
+    durable_backend: Backend, tmp_path: Path, reason: str, question: str
+) -> None:
+    """Not "because the run failed (cancelled with rollback)": the run did not fail."""
+    async with durable_backend.open() as saver:
+        graph = saga_graph(saver, World(tmp_path / "world.db"), charge="ask")
+        with pytest.raises(RuntimeError, match="carrier refused"):
+            await graph.ainvoke(INPUT, CONFIG)
+        report = await compensate(graph, CONFIG, reason=reason)
+        view = await get_approval(saver, report.awaiting[0].approval_id or "")
+    assert view.request.why.startswith(f"undo charge because {question}? Approve to undo")
+
+
 async def _edit(saver: Any, graph: Any, approval_id: str | None, args: dict[str, Any]) -> Any:
     view = await get_approval(saver, approval_id or "")
     return await decide(

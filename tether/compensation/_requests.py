@@ -80,6 +80,19 @@ def shown(value: Any) -> Any:
         return repr(value)
 
 
+# How the runtime words a rollback's reason (tether.runtime: "cancelled with rollback[: why]").
+_ROLLBACK = "cancelled with rollback"
+
+
+def _ended(reason: str) -> str:
+    """How the run ended, in a request's question."""
+    if reason == _ROLLBACK:
+        return "the run was cancelled with rollback"
+    if reason.startswith(f"{_ROLLBACK}: "):
+        return f"the run was cancelled with rollback ({reason[len(_ROLLBACK) + 2 :]})"
+    return f"the run failed ({reason})"
+
+
 def request_for(
     settings: Compensation,
     thread_id: str,
@@ -107,10 +120,7 @@ def request_for(
             "undo again, edit to try it with other arguments, reject to leave it"
         )
     else:
-        why = (
-            f"undo {effect.tool} because the run failed ({reason})? Approve to undo, "
-            "reject to leave it"
-        )
+        why = f"undo {effect.tool} because {_ended(reason)}? Approve to undo, reject to leave it"
     observations = {"result": shown(effect.result), "error": error, "run_failed": reason}
     return ApprovalRequest(
         approval_id=_approval_id(thread_id, effect.key, stage, attempt),
