@@ -344,7 +344,9 @@ class Runtime(CronMethods):
         """
         before = await self.get(run_id)
         if action == "rollback" and await self._rollback_left_undone(before):
-            await self._roll_back(before)
+            from tether.runtime import compensations
+
+            await compensations.enqueue_rollback(self, before)
             return await self.wait(run_id) if wait else before
         run = await self.store.cancel_run(run_id, tenant=self.tenant, action=action, reason=reason)
         if run.status == "cancelled":

@@ -66,6 +66,7 @@ __all__ = [
     "find_run",
     "rollback_id",
     "rollback_may_delete",
+    "rollback_reason",
     "summary",
 ]
 
@@ -81,6 +82,11 @@ def continuation_id(approval_id: str) -> str:
 def rollback_id(run_id: str) -> str:
     """The id of the run that rolls back the cancelled run ``run_id`` (one per run)."""
     return str(uuid.uuid5(_NAMESPACE, f"rollback\0{run_id}"))
+
+
+def rollback_reason(reason: str | None) -> str:
+    """Why a rollback's compensation runs, as its requests word it."""
+    return f"cancelled with rollback: {reason}" if reason else "cancelled with rollback"
 
 
 def rollback_may_delete(report: Mapping[str, Any]) -> bool:
@@ -256,8 +262,7 @@ async def continue_compensation(
     if spec.get("rollback") is True:
         done = "rolled back"
         if compensating_graph(graph):
-            why = ended.cancel_reason or ""
-            why = f"cancelled with rollback: {why}" if why else "cancelled with rollback"
+            why = rollback_reason(ended.cancel_reason)
             compensated = await _compensate_ended(store, graph, run, config, ctx, ended, why)
             if isinstance(compensated, Outcome):
                 return compensated

@@ -46,6 +46,7 @@ from tether.runtime.compensations import (
     CONTINUES,
     continue_compensation,
     rollback_may_delete,
+    rollback_reason,
     summary,
 )
 from tether.runtime.context import RunContext
@@ -277,8 +278,7 @@ class Execution:
             complete = True
             if compensating_graph(loaded):
                 # Before the rollback deletes the run's records: they say what it did.
-                why = f"cancelled with rollback: {reason}" if reason else "cancelled with rollback"
-                done = await self._compensate(loaded, run, config, ctx, why)
+                done = await self._compensate(loaded, run, config, ctx, rollback_reason(reason))
                 reason = f"{reason}; {summary(done)}" if reason else summary(done)
                 complete = rollback_may_delete(done)
             if complete:  # else the continuation that completes the compensation deletes them
