@@ -43,3 +43,17 @@ def test_other_inputs_hash_canonically() -> None:
     assert canonical_hash({"b": 1, "a": [1, 2]}) == canonical_hash({"a": [1, 2], "b": 1})
     assert canonical_hash("text") != canonical_hash("other")
     assert canonical_hash([]) == canonical_hash(())
+
+
+def test_a_conversation_that_shares_a_prefix_only_in_part_hashes_like_a_fresh_one() -> None:
+    base: list[BaseMessage] = [HumanMessage(f"m{i}") for i in range(6)]
+    canonical_hash(base)  # cached
+    swapped = [*base[:2], HumanMessage("m2"), *base[3:], AIMessage("more")]  # equal, not the same
+    assert canonical_hash(swapped) == from_scratch(swapped)
+    edited = [*base[:3], HumanMessage("other"), *base[4:], AIMessage("more")]
+    assert canonical_hash(edited) == from_scratch(edited)
+    assert canonical_hash(edited) != canonical_hash(swapped)
+    base[4].content = "changed in place"  # a cached prefix's message, its content replaced
+    grown = [*base, AIMessage("more")]
+    assert canonical_hash(grown) == from_scratch(grown)
+    assert canonical_hash(base[:3]) == from_scratch(base[:3])  # shorter than any cached one

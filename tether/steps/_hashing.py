@@ -21,7 +21,7 @@ import threading
 from collections import OrderedDict
 from collections.abc import Sequence
 from dataclasses import dataclass
-from operator import attrgetter
+from operator import attrgetter, is_
 from typing import Any
 
 from langchain_core.messages import BaseMessage
@@ -72,19 +72,22 @@ def dumps(value: Any, *, what: str = "the hashed step input") -> str:
 class _Prefix:
     """A hashed conversation and the hash state after it.
 
-    It holds its messages, so their ids cannot be reused while it lives: equal
-    ids then mean the same objects, compared at C speed.
+    It holds its messages, so none of them can be freed and its address reused
+    while it lives: a conversation that starts with these very objects (compared
+    by identity, at C speed) and their same contents starts with this prefix.
     """
 
     messages: tuple[BaseMessage, ...]
-    ids: tuple[int, ...]
     contents: tuple[Any, ...]
     state: Any  # hashlib object after "[" + m1 + "," + ... + mn
 
     def matches(self, messages: Sequence[BaseMessage]) -> bool:
-        n = len(self.ids)
-        head = messages[:n]
-        return tuple(map(id, head)) == self.ids and tuple(map(_content, head)) == self.contents
+        n = len(self.messages)
+        return (
+            len(messages) >= n
+            and all(map(is_, messages, self.messages))
+            and tuple(map(_content, messages[:n])) == self.contents
+        )
 
 
 _content = attrgetter("content")
@@ -96,7 +99,7 @@ _lock = threading.Lock()
 def _longest_prefix(messages: Sequence[BaseMessage]) -> _Prefix | None:
     for end in range(len(messages), max(len(messages) - _LOOKBACK, 0), -1):
         entry = _prefixes.get(id(messages[end - 1]))
-        if entry is not None and len(entry.ids) == end and entry.matches(messages):
+        if entry is not None and len(entry.messages) == end and entry.matches(messages):
             return entry
     return None
 
@@ -106,21 +109,24 @@ def conversation_hash(messages: Sequence[BaseMessage]) -> str:
     with _lock:
         prefix = _longest_prefix(messages)
         if prefix is not None:
-            _prefixes.pop(id(messages[len(prefix.ids) - 1]), None)  # superseded below
+            _prefixes.pop(id(messages[len(prefix.messages) - 1]), None)  # superseded below
+    held: tuple[BaseMessage, ...] = ()
+    contents: tuple[Any, ...] = ()
     if prefix is None:
         state, start = hashlib.sha256(b"["), 0
     else:
-        state, start = prefix.state.copy(), len(prefix.ids)
+        state, start = prefix.state.copy(), len(prefix.messages)
+        held, contents = prefix.messages, prefix.contents
     for i in range(start, len(messages)):
         text = dumps(message_fields(messages[i]), what=f"message {i} of the hashed conversation")
         state.update((b"," if i else b"") + text.encode())
     digest = state.copy()
     digest.update(b"]")
-    whole = tuple(messages)
+    # The prefix's tuples grow by what was appended: no pass over the whole conversation.
+    added = tuple(messages[start:])
+    whole = _Prefix(held + added, contents + tuple(map(_content, added)), state)
     with _lock:
-        _prefixes[id(whole[-1])] = _Prefix(
-            whole, tuple(map(id, whole)), tuple(map(_content, whole)), state
-        )
+        _prefixes[id(whole.messages[-1])] = whole
         while len(_prefixes) > _MAX_PREFIXES:
             _prefixes.popitem(last=False)
     return digest.hexdigest()

@@ -104,6 +104,13 @@ class DurableTool(BaseTool):
         return await run(flow, scope.store, scope.flight)
 
 
+# LangChain reads ``_run``/``_arun``'s type hints on every tool call (to find a
+# config parameter). Under postponed annotations each read would evaluate the
+# strings again; resolved once here, a read costs a dictionary copy.
+for _entry in (DurableTool._run, DurableTool._arun):
+    _entry.__annotations__ = {"args": Any, "return": Any}
+
+
 def _is_async(func: Any) -> bool:
     return not isinstance(func, BaseTool) and inspect.iscoroutinefunction(func)
 

@@ -36,7 +36,8 @@ class MemoryDriver:
         self._next_step[thread_id] = index + 1
         self._steps.setdefault(thread_id, {})[index] = (step.encode(index), step.run_id)
         chain = self._chain.setdefault(thread_id, {})
-        prev = chain[max(chain)][1] if chain else GENESIS
+        # Indexes only grow, so the last link inserted is the newest (no scan of the log).
+        prev = next(reversed(chain.values()))[1] if chain else GENESIS
         chain[index] = (step.digest, chain_link(prev, index, step.digest))
         return index
 
