@@ -11,7 +11,7 @@ from typing import Any
 
 import pytest
 
-from tests.runtime.workers import PROJECT
+from tests.runtime.workers import PROJECT, in_process_worker
 from tether.approvals import get_approval
 from tether.runtime import Run, Runtime, Worker
 from tether.runtime.compensations import awaiting, continuation_id, rollback_id
@@ -265,3 +265,44 @@ async def test_a_paused_runs_rollback_whose_undo_waits_on_a_person_deletes_once_
     assert rolling.ended_reason is not None
     assert "rolled back once complete" in rolling.ended_reason
     await _approve_the_undo_then_rolled_back(runtime, run_id, "asks-down", tmp_path / "world.db")
+
+
+async def test_a_new_run_with_rollback_undoes_a_started_pending_run_before_it_starts(
+    runtime: Runtime, runtime_url: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The run charged, emailed and paused; a person resumed it, but no worker has taken it
+    up again (``pending``, started) when a new run supersedes it with ``rollback``. Its
+    effects are undone, and its checkpoints deleted, before the new run starts."""
+    monkeypatch.setenv("TETHER_TEST_WORKDIR", str(tmp_path))
+    world, thread = tmp_path / "world.db", "saga-superseded"
+    async with in_process_worker(runtime_url):
+        run_id = await _paused(runtime, "saga_asks", thread, world)
+    resumed = await runtime.resume(run_id, {"resume": "ship it"})
+    assert (resumed.status, resumed.resumes) == ("pending", 1)
+    new = await runtime.create(
+        "saga_asks", thread_id=thread, input={"messages": []}, multitask_strategy="rollback"
+    )
+    old = await runtime.get(run_id)
+    assert (old.status, old.cancel_action) == ("cancelled", "rollback")
+    assert old.cancel_reason == f"superseded by run {new.run_id} (multitask_strategy=rollback)"
+    async with in_process_worker(runtime_url):
+        rolled = await runtime.wait(rollback_id(run_id), timeout=60)
+        assert rolled.status == "success", rolled
+        again = await runtime.wait(new.run_id, timeout=60)
+        assert again.status == "interrupted", again
+    assert _kinds(world) == [
+        "charge",
+        "email",
+        "undo-email ada@example.com",
+        "undo-charge 4200",
+        "charge",  # the new run's, after the undos: it waited behind the rollback
+        "email",
+    ]
+    done = await runtime.get(run_id)
+    assert done.ended_reason is not None
+    assert "undone: email, charge" in done.ended_reason
+    saver = await runtime.checkpointer()
+    config: Any = {"configurable": {"thread_id": thread, "checkpoint_ns": ""}}
+    history = [c async for c in saver.alist(config)]
+    assert history, "the new run's checkpoints"
+    assert {c.metadata.get("run_id") for c in history} == {new.run_id}  # the old run's: gone

@@ -10,8 +10,6 @@ continuation run; a worker compensates, and the failed run's error is rewritten.
 
 from __future__ import annotations
 
-import asyncio
-import contextlib
 import sqlite3
 from collections.abc import AsyncIterator
 from datetime import UTC, datetime, timedelta
@@ -20,7 +18,7 @@ from typing import Any
 
 import pytest
 
-from tests.runtime.workers import PROJECT
+from tests.runtime.workers import in_process_worker
 from tether.approvals import (
     AlreadyDecidedError,
     ApprovalError,
@@ -46,14 +44,8 @@ async def worker(
     runtime_url: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> AsyncIterator[Worker]:
     monkeypatch.setenv("TETHER_TEST_WORKDIR", str(tmp_path))
-    running = Worker(runtime_url, PROJECT, concurrency=2, lease=2.0, scheduler=False)
-    serving = asyncio.create_task(running.run())
-    try:
+    async with in_process_worker(runtime_url, scheduler=False) as running:
         yield running
-    finally:
-        running.stop(grace=False)
-        with contextlib.suppress(asyncio.CancelledError):
-            await asyncio.wait_for(serving, 30)
 
 
 def _reversal_attempts(workdir: Path) -> int:

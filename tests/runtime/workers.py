@@ -7,6 +7,7 @@ crash would.
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import os
 import signal
@@ -14,11 +15,27 @@ import sqlite3
 import subprocess
 import sys
 import time
-from collections.abc import Sequence
+from collections.abc import AsyncIterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
+
+from tether.runtime import Worker
 
 PROJECT = Path(__file__).parent / "project" / "langgraph.json"
+
+
+@contextlib.asynccontextmanager
+async def in_process_worker(url: str, **options: Any) -> AsyncIterator[Worker]:
+    """A :class:`Worker` of the test project serving in this process's loop, stopped at exit."""
+    running = Worker(url, PROJECT, concurrency=2, lease=2.0, **options)
+    serving = asyncio.create_task(running.run())
+    try:
+        yield running
+    finally:
+        running.stop(grace=False)
+        with contextlib.suppress(asyncio.CancelledError):
+            await asyncio.wait_for(serving, 30)
 
 
 @dataclass

@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import asyncio
 import builtins
+import contextlib
 import time
 from collections.abc import AsyncIterator, Collection, Iterable, Mapping, Sequence
 from contextlib import AsyncExitStack
@@ -30,8 +31,12 @@ from tether._text import text_problem
 from tether.approvals import DecisionResult
 from tether.checkpointing import open_checkpointer, redact
 from tether.runtime.crons import CronMethods
-from tether.runtime.errors import CheckpointNotFoundError, InvalidRunRequestError
-from tether.runtime.ids import check_id
+from tether.runtime.errors import (
+    CheckpointNotFoundError,
+    InvalidRunRequestError,
+    RunNotActiveError,
+)
+from tether.runtime.ids import check_id, new_id
 from tether.runtime.models import (
     ACTIVE,
     CancelAction,
@@ -44,6 +49,7 @@ from tether.runtime.models import (
     StreamMode,
     Thread,
 )
+from tether.runtime.multitask import superseded_reason
 from tether.runtime.notify import Notifier
 from tether.runtime.store import open_run_store
 from tether.runtime.store.base import Created, NewEvent, RunStore
@@ -215,6 +221,8 @@ class Runtime(CronMethods):
         webhook: str | None = None,
     ) -> Run:
         """Enqueue a run of ``assistant_id`` (an assistant or graph id); it is ``pending``."""
+        if multitask_strategy == "rollback" and thread_id is not None:
+            run_id = new_id() if run_id is None else check_id(run_id, "run_id")
         request = run_request(
             assistant_id,
             thread_id=thread_id,
@@ -240,6 +248,8 @@ class Runtime(CronMethods):
         )
         if checkpoint_id is not None:
             await self._check_fork(thread_id, checkpoint_id)
+        if multitask_strategy == "rollback" and thread_id is not None and run_id is not None:
+            await self._roll_back_started(thread_id, run_id)
         created = await self.store.create_run(request, tenant=self.tenant)
         await self._after_create(created)
         return created.run
@@ -284,8 +294,29 @@ class Runtime(CronMethods):
                 f"thread {thread_id!r} has no checkpoint {checkpoint_id!r}{where}"
             )
 
+    async def _roll_back_started(self, thread_id: str, new_run_id: str) -> None:
+        """Before a run with multitask ``rollback`` is created: cancel with rollback each
+        ``pending`` run of the thread that had already started (re-queued, or resumed).
+
+        Its rollback run (if it recorded tool calls) is then queued ahead of the new run, so a
+        worker undoes its effects and deletes its checkpoints before the new run starts.
+        Superseded inside the create instead, it would be deleted uncompensated, or left for
+        the new run to continue from.
+        """
+        from tether.runtime.compensations import CONTINUES
+
+        reason = superseded_reason(new_run_id, "rollback")
+        pending = await self.store.list_runs(
+            tenant=self.tenant, thread_id=thread_id, status="pending", limit=1000
+        )
+        for run in pending:
+            if (run.attempt or run.resumes) and CONTINUES not in run.metadata:
+                with contextlib.suppress(RunNotActiveError):  # a worker took it meanwhile
+                    await self.cancel(run.run_id, action="rollback", reason=reason)
+
     async def _after_create(self, created: Created) -> None:
-        """Delete the checkpoints of runs a multitask ``rollback`` cancelled."""
+        """Delete the checkpoints of runs a multitask ``rollback`` cancelled (a started run
+        that became pending after :meth:`_roll_back_started` looked: rare, uncompensated)."""
         for old in created.superseded:
             if old.status == "cancelled" and old.cancel_action == "rollback" and old.attempt:
                 await (await self.checkpointer()).adelete_for_runs([old.run_id])
