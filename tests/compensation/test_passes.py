@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import socket
+import threading
 from pathlib import Path
 from typing import Any
 
@@ -110,6 +111,44 @@ async def test_a_claim_from_another_host_is_taken_over_after_its_lease(
     assert [e.status for e in after.effects] == ["undone"]
     assert len(slow.calls) == 2
     assert slow.calls[0] == slow.calls[1]  # the same idempotency key
+
+
+async def test_two_passes_that_find_one_dead_claim_undo_it_once(
+    durable_backend: Backend, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Both read the claim of a pass that died mid-undo before either takes it over (each in
+    a thread of its own, with its own loop and saver): one undoes, the other waits for it."""
+    slow = SlowUndo()
+    async with durable_backend.open() as saver:
+        graph = slow.graph(saver)
+        await _failed_run(graph)
+        monkeypatch.setattr(socket, "gethostname", lambda: "host-a")
+        first = asyncio.create_task(compensate(graph, CONFIG, reason="failed"))
+        await asyncio.wait_for(slow.started.wait(), 30)
+        monkeypatch.setattr(socket, "gethostname", lambda: "host-b")
+        both_read = threading.Barrier(2, timeout=10)
+
+        def dead_after_both_read(claim: dict[str, Any]) -> bool:
+            both_read.wait()  # each pass has read the claim: the race is set
+            return False  # host-a's pass is taken for dead
+
+        monkeypatch.setattr(_flow, "_in_progress", dead_after_both_read)
+
+        async def a_pass() -> Any:
+            async with durable_backend.open() as own:
+                return await compensate(slow.graph(own), CONFIG)
+
+        reports = await asyncio.gather(
+            *(asyncio.to_thread(asyncio.run, a_pass()) for _ in range(2))
+        )
+        slow.gate.set()
+        await first
+    assert len(slow.calls) == 2  # host-a's undo, and one of the two passes'
+    assert slow.calls[0] == slow.calls[1]
+    statuses = sorted(r.effects[0].status for r in reports)
+    assert statuses in (["undone", "waiting"], ["undone", "undone"]), statuses
+    waiting = [r.effects[0].why for r in reports if r.effects[0].status == "waiting"]
+    assert all("is undoing it now" in why for why in waiting)
 
 
 async def test_deciding_one_runs_request_continues_that_runs_compensation(

@@ -228,17 +228,35 @@ def _settle(ctx: Context, effect: Effect, record: Record | None) -> Flow[EffectO
     if state == "left":
         return _outcome(effect, "not undone", str(value.get("why", "")), approval_id)
     if state == "claimed":
-        if _in_progress(value):
-            return _busy(effect, value)
-        # Its pass died between claim and result: the same key again, as this pass's.
-        claimed = {**value, "owner": _owner(ctx), "claimed_at": time.time()}
-        yield ops.Upsert(COMPENSATION_KIND, effect.key, claimed, ctx.thread_id, _NO_RUN)
-        return (
-            yield from _undo(
-                ctx, effect, args=value["args"], attempt=int(value["attempt"]), claimed=claimed
-            )
-        )
+        return (yield from _take_over(ctx, effect, value))
     return (yield from _decided(ctx, effect, value))
+
+
+def _take_over(ctx: Context, effect: Effect, value: dict[str, Any]) -> Flow[EffectOutcome]:
+    """An undo claimed and never recorded: still being undone, or its pass died."""
+    if _in_progress(value):
+        return _busy(effect, value)
+    # Its pass died between claim and result: the same key again, as this pass's. Of
+    # the passes that find it dead, the one that records taking it over undoes.
+    claimed = {**value, "owner": _owner(ctx), "claimed_at": time.time()}
+    takeover = json.dumps([effect.key, "takeover", value.get("owner"), value.get("claimed_at")])
+    if not (yield ops.Insert(ATTEMPT_KIND, takeover, claimed, ctx.thread_id, _NO_RUN)):
+        return (yield from _taken_over(ctx, effect, takeover))
+    yield ops.Upsert(COMPENSATION_KIND, effect.key, claimed, ctx.thread_id, _NO_RUN)
+    return (
+        yield from _undo(
+            ctx, effect, args=value["args"], attempt=int(value["attempt"]), claimed=claimed
+        )
+    )
+
+
+def _taken_over(ctx: Context, effect: Effect, takeover: str) -> Flow[EffectOutcome]:
+    """Another pass took the dead claim over first: its outcome, once it has one."""
+    found = yield ops.Get(COMPENSATION_KIND, effect.key)
+    if found is not None and found.value.get("state") not in (None, "claimed"):
+        return (yield from _settle(ctx, effect, found))
+    winner = yield ops.Get(ATTEMPT_KIND, takeover)
+    return _busy(effect, {} if winner is None else winner.value)
 
 
 def _first(ctx: Context, effect: Effect) -> Flow[EffectOutcome]:
