@@ -89,6 +89,18 @@ async def test_a_pass_while_another_is_undoing_waits_and_undoes_nothing(
     assert [(e.tool, e.status) for e in third.effects] == [("charge", "undone")]
 
 
+async def _mid_undo_on_host_a(
+    graph: Any, slow: SlowUndo, monkeypatch: pytest.MonkeyPatch
+) -> asyncio.Task[Any]:
+    """The run failed; a pass on "host-a" is mid-undo, and this process is now "host-b"."""
+    await _failed_run(graph)
+    monkeypatch.setattr(socket, "gethostname", lambda: "host-a")
+    first = asyncio.create_task(compensate(graph, CONFIG, reason="failed"))
+    await asyncio.wait_for(slow.started.wait(), 30)
+    monkeypatch.setattr(socket, "gethostname", lambda: "host-b")
+    return first
+
+
 async def test_a_claim_from_another_host_is_taken_over_after_its_lease(
     durable_backend: Backend, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -96,11 +108,7 @@ async def test_a_claim_from_another_host_is_taken_over_after_its_lease(
     slow = SlowUndo()
     async with durable_backend.open() as saver:
         graph = slow.graph(saver)
-        await _failed_run(graph)
-        monkeypatch.setattr(socket, "gethostname", lambda: "host-a")
-        first = asyncio.create_task(compensate(graph, CONFIG, reason="failed"))
-        await asyncio.wait_for(slow.started.wait(), 30)
-        monkeypatch.setattr(socket, "gethostname", lambda: "host-b")
+        first = await _mid_undo_on_host_a(graph, slow, monkeypatch)
         within = await asyncio.wait_for(compensate(graph, CONFIG), 30)
         monkeypatch.setattr(_flow, "CLAIM_LEASE_S", 0.0)
         after = await compensate(graph, CONFIG)  # its undo returns at once
@@ -121,11 +129,7 @@ async def test_two_passes_that_find_one_dead_claim_undo_it_once(
     slow = SlowUndo()
     async with durable_backend.open() as saver:
         graph = slow.graph(saver)
-        await _failed_run(graph)
-        monkeypatch.setattr(socket, "gethostname", lambda: "host-a")
-        first = asyncio.create_task(compensate(graph, CONFIG, reason="failed"))
-        await asyncio.wait_for(slow.started.wait(), 30)
-        monkeypatch.setattr(socket, "gethostname", lambda: "host-b")
+        first = await _mid_undo_on_host_a(graph, slow, monkeypatch)
         both_read = threading.Barrier(2, timeout=10)
 
         def dead_after_both_read(claim: dict[str, Any]) -> bool:
