@@ -18,6 +18,7 @@ EXPECTED = [
     "compensated_run",
     "compensating",
     "compensating_graph",
+    "compensation_began",
     "compensation_waits_on",
     "is_compensation_request",
     "stopped_run",

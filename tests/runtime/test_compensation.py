@@ -6,6 +6,7 @@ import asyncio
 import contextlib
 import sqlite3
 from collections.abc import AsyncIterator
+from datetime import timedelta
 from pathlib import Path
 from typing import Any
 
@@ -13,7 +14,7 @@ import pytest
 
 from tests.runtime.workers import PROJECT, in_process_worker
 from tether.approvals import get_approval
-from tether.runtime import Run, Runtime, Worker
+from tether.runtime import Run, Runtime, Scheduler, Worker
 from tether.runtime.compensations import awaiting, continuation_id, rollback_id
 from tether.runtime.errors import RunNotActiveError
 
@@ -218,6 +219,30 @@ async def test_a_rollback_left_undone_by_a_dead_process_is_done_by_cancelling_ag
         await runtime.cancel(run_id, action="rollback")
 
 
+@pytest.mark.parametrize("graph", ["saga_asks", "asks_uncompensated"])
+async def test_a_rollback_left_undone_by_a_dead_process_is_enqueued_by_the_scheduler(
+    runtime: Runtime, worker: Worker, tmp_path: Path, graph: str
+) -> None:
+    """The cancel was stored, then its process died before it enqueued the rollback: after
+    the grace, the scheduler's sweep enqueues it, once."""
+    thread, world = f"orphan-{graph}", tmp_path / "world.db"
+    run_id = await _paused(runtime, graph, thread, world)
+    cancelled = await runtime.store.cancel_run(run_id, action="rollback", reason="withdrawn")
+    scheduler = Scheduler(runtime, decision_grace=30)
+    assert cancelled.ended_at is not None
+    within = await scheduler.tick(cancelled.ended_at + timedelta(seconds=5))
+    assert within.rolled_back == []  # its canceller may still be enqueueing it
+    after = await scheduler.tick(cancelled.ended_at + timedelta(seconds=31))
+    assert after.rolled_back == [rollback_id(run_id)], after.errors
+    await _rolled_back(runtime, run_id, thread)
+    undos = ["undo-email ada@example.com", "undo-charge 4200"] if graph == "saga_asks" else []
+    assert _kinds(world) == ["charge", "email", *undos]
+    again = await Scheduler(runtime, decision_grace=30).tick(
+        cancelled.ended_at + timedelta(seconds=60)
+    )
+    assert again.rolled_back == [], again.errors  # rolled back: nothing is left to do
+
+
 async def _approve_the_undo_then_rolled_back(
     runtime: Runtime, run_id: str, thread: str, world: Path
 ) -> None:
@@ -250,6 +275,9 @@ async def test_a_rollback_whose_undo_waits_on_a_person_deletes_once_it_is_decide
     run = await runtime.create("waits_undo_fails", thread_id="waits-down", input={"messages": []})
     done = await _rolled_back_while_running(runtime, worker, run.run_id, tmp_path)
     assert done.status == "cancelled", done
+    assert done.ended_at is not None
+    swept = await Scheduler(runtime).tick(done.ended_at + timedelta(seconds=60))
+    assert swept.rolled_back == [], swept.errors  # its worker began compensating it: no orphan
     world = tmp_path / "world.db"
     await _approve_the_undo_then_rolled_back(runtime, run.run_id, "waits-down", world)
 

@@ -25,6 +25,7 @@ from tether.compensation._report import CompensationReport, EffectOutcome
 from tether.compensation._settings import RUN_POLICY_KEY, compensating
 from tether.compensation._waiting import (
     compensated_run,
+    compensation_began,
     compensation_waits_on,
     is_compensation_request,
 )
@@ -44,6 +45,7 @@ __all__ = [
     "compensated_run",
     "compensating",
     "compensating_graph",
+    "compensation_began",
     "compensation_waits_on",
     "is_compensation_request",
     "stopped_run",

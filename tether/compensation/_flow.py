@@ -71,6 +71,7 @@ __all__ = [
     "compensation_flow",
     "live_pass",
     "pending_flow",
+    "run_key",
 ]
 
 COMPENSATION_KIND = "compensation"
@@ -177,7 +178,7 @@ def _busy(effect: Effect, claim: dict[str, Any]) -> EffectOutcome:
     return _outcome(effect, "waiting", f"another pass ({who}) is undoing it now")
 
 
-def _run_key(thread_id: str, run_id: str | None) -> str:
+def run_key(thread_id: str, run_id: str | None) -> str:
     """The key of what a run's first pass was told (the thread's own, for no run)."""
     return thread_id if run_id is None else json.dumps([thread_id, run_id])
 
@@ -198,7 +199,7 @@ def _remembered(ctx: Context) -> Flow[Context]:
     leaves them alone); a pass without a run id continues the thread's last
     such pass, or the run an earlier version remembered for the thread.
     """
-    key = _run_key(ctx.thread_id, ctx.run_id)
+    key = run_key(ctx.thread_id, ctx.run_id)
     stored = yield ops.Get(RUN_KIND, key)
     if stored is None and ctx.run_id is not None:  # remembered under the thread (older)
         older = yield ops.Get(RUN_KIND, ctx.thread_id)

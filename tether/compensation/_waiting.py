@@ -14,12 +14,18 @@ from typing import Any
 from langgraph.checkpoint.base import BaseCheckpointSaver
 
 from tether.approvals import ApprovalRequest
-from tether.compensation._flow import COMPENSATION_KIND, RUN_KIND, pending_flow
+from tether.compensation._flow import COMPENSATION_KIND, RUN_KIND, pending_flow, run_key
 from tether.compensation._io import Flow, run
 from tether.compensation._requests import ACTION_PREFIX
 from tether.store import operations as ops
 
-__all__ = ["compensated_run", "compensation_waits_on", "is_compensation_request", "run_of"]
+__all__ = [
+    "compensated_run",
+    "compensation_began",
+    "compensation_waits_on",
+    "is_compensation_request",
+    "run_of",
+]
 
 
 def is_compensation_request(request: ApprovalRequest) -> bool:
@@ -32,6 +38,18 @@ async def compensation_waits_on(
 ) -> bool:
     """Whether the compensation of ``request``'s thread waits on ``request`` (no graph needed)."""
     return await run(pending_flow(request.key, request.approval_id), checkpointer)
+
+
+async def compensation_began(
+    checkpointer: BaseCheckpointSaver[Any], thread_id: str, run_id: str
+) -> bool:
+    """Whether a compensation pass of run ``run_id`` ever began on ``thread_id`` (its first
+    pass stores what it was told before it undoes anything; no graph needed)."""
+    return await run(_began(thread_id, run_id), checkpointer)
+
+
+def _began(thread_id: str, run_id: str) -> Flow[bool]:
+    return (yield ops.Get(RUN_KIND, run_key(thread_id, run_id))) is not None
 
 
 def run_of(request: ApprovalRequest) -> Flow[str | None]:

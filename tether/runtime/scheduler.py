@@ -25,6 +25,11 @@ once a second, the others try again every few seconds. A tick runs, in order:
    decided compensation request whose compensation still waits on it after
    that grace gets its continuation run enqueued (idempotent: one per request,
    see :mod:`.compensations`);
+   **orphaned rollbacks:** a run cancelled with ``rollback`` (after it had started)
+   ``decision_grace`` seconds ago or more, up to :data:`ROLLBACK_HORIZON`, that still has
+   tool records, no rollback run and no compensation pass begun (the cancelling process
+   died before it enqueued the rollback run, or a worker died between ending the run and
+   compensating it) gets its rollback run enqueued (idempotent);
 4. **crons:** each due cron fires its slot once (``tether_cron_fires``), the
    run created as ``Runtime.create`` creates it; the next slot is the first
    after now, so slots missed while no scheduler ran collapse into one fire;
@@ -55,9 +60,13 @@ from tether.approvals import (
     expire_due,
     list_approvals,
 )
-from tether.compensation import compensation_waits_on, is_compensation_request
+from tether.compensation import (
+    compensation_began,
+    compensation_waits_on,
+    is_compensation_request,
+)
 from tether.errors import TetherError
-from tether.runtime import temporary
+from tether.runtime import compensations, temporary
 from tether.runtime.compensations import continuation_id
 from tether.runtime.errors import RunNotFoundError
 from tether.runtime.leadership import Leadership, leadership_for
@@ -66,6 +75,7 @@ from tether.runtime.store.transient import log_failure
 
 if TYPE_CHECKING:
     from tether.runtime.api import Runtime
+    from tether.runtime.models import Run
 
 __all__ = ["Retention", "Scheduler", "TickReport"]
 
@@ -73,6 +83,22 @@ log = logging.getLogger("tether.runtime")
 
 Retention = Callable[["Runtime", datetime], Awaitable[None]]
 DEADLINE_REASON = "run deadline passed"
+
+
+ROLLBACK_HORIZON = timedelta(days=1)
+"""How far back the scheduler looks for runs cancelled with rollback and never rolled back."""
+_SETTLED_KEPT = 100_000
+
+
+async def _rollback_left(runtime: Runtime, run: Run) -> bool:
+    """Whether ``run`` (cancelled with rollback) still has effects and nobody rolls it back:
+    no rollback run, tool records left, and no compensation pass of it ever began."""
+    with contextlib.suppress(RunNotFoundError):
+        await runtime.store.get_run(compensations.rollback_id(run.run_id), tenant=run.tenant_id)
+        return False  # enqueued: a worker rolls it back
+    if not await compensations.acted(runtime, run):
+        return False  # rolled back already (its records went with it), or it did nothing
+    return not await compensation_began(await runtime.checkpointer(), run.thread_id, run.run_id)
 
 
 @dataclass
@@ -83,6 +109,8 @@ class TickReport:
         expired: The expiry sweep's actions (escalated, stopped, …).
         timed_out: Runs ended as ``timeout`` by their deadline.
         resumed: Runs resumed with a decision their decider never delivered.
+        rolled_back: Rollback runs enqueued for runs cancelled with rollback whose rollback
+            was never carried out.
         fired: Runs created by crons.
         workers_removed: Stale worker rows deleted.
         temporary_threads_removed: Temporary threads of stateless runs deleted.
@@ -92,6 +120,7 @@ class TickReport:
     expired: list[ExpiryAction] = field(default_factory=list)
     timed_out: list[str] = field(default_factory=list)
     resumed: list[str] = field(default_factory=list)
+    rolled_back: list[str] = field(default_factory=list)
     fired: list[str] = field(default_factory=list)
     workers_removed: int = 0
     errors: list[str] = field(default_factory=list)
@@ -140,6 +169,7 @@ class Scheduler:
         self.ticks = 0
         self._stop = asyncio.Event()
         self._undeliverable: set[str] = set()  # decisions whose resume failed, logged once
+        self._rollbacks_settled: set[str] = set()  # rollbacks seen done or under way
 
     # -- leadership ---------------------------------------------------------------------------
 
@@ -205,6 +235,7 @@ class Scheduler:
             ("expire_approvals", self._expire_approvals),
             ("deadlines", self._deadlines),
             ("orphaned_decisions", self._orphaned_decisions),
+            ("orphaned_rollbacks", self._orphaned_rollbacks),
             ("crons", self._crons),
             ("cleanup", self._cleanup),
             ("retention", self._retention),
@@ -315,6 +346,29 @@ class Scheduler:
             log.info(
                 "scheduler: compensation %s continued by run %s", request.approval_id, continuation
             )
+
+    async def _orphaned_rollbacks(self, now: datetime, report: TickReport) -> None:
+        """Runs cancelled with rollback whose rollback nobody carries out: the cancelling
+        process died before it enqueued the rollback run, or a worker died between ending
+        the run as cancelled and compensating it. Each gets its rollback run (idempotent)."""
+        since = now - ROLLBACK_HORIZON
+        until = now - timedelta(seconds=self.decision_grace)
+        if len(self._rollbacks_settled) > _SETTLED_KEPT:
+            self._rollbacks_settled.clear()
+        for run in await self.runtime.store.rolled_back_runs(since, until):
+            if run.run_id in self._rollbacks_settled:
+                continue
+            scoped = self.runtime.scoped(run.tenant_id)
+            try:
+                if await _rollback_left(scoped, run):
+                    rolling = await compensations.enqueue_rollback(scoped, run)
+                    report.rolled_back.append(rolling.run_id)
+                    log.info("scheduler: run %s rolled back by run %s", run.run_id, rolling.run_id)
+            except Exception as exc:
+                log_failure(log, exc, "scheduler: rolling back run %s", run.run_id)
+                report.errors.append(f"orphaned_rollbacks: run {run.run_id}: {exc}")
+                continue
+            self._rollbacks_settled.add(run.run_id)
 
     async def _tenant(self, thread_id: str) -> str:
         return await self.runtime.store.thread_tenant(thread_id) or ""

@@ -386,6 +386,12 @@ class RunStore(Protocol):
     async def waiting_on_approvals(self, *, limit: int = 1000) -> list[Run]:
         """Every tenant's interrupted runs that wait on a tether approval."""
 
+    async def rolled_back_runs(
+        self, since: datetime, until: datetime, *, limit: int = 1000
+    ) -> list[Run]:
+        """Every tenant's runs cancelled with rollback that had started, ended between
+        ``since`` and ``until``."""
+
     async def remove_stale_workers(self, before: datetime) -> int:
         """Delete worker rows last heard of before ``before``; how many."""
 

@@ -32,12 +32,16 @@ from tether.runtime.store.validation import ValidRun, check_mapping, encode, val
 
 __all__ = [
     "DEADLINE_REASON",
+    "ROLLED_BACK",
     "CronPlane",
     "ValidCron",
     "cron_run_request",
     "deadline_events",
     "deadline_outcome",
 ]
+
+ROLLED_BACK = "status = 'cancelled' AND cancel_action = 'rollback' AND (attempt > 0 OR resumes > 0)"
+"""Where-clause of a run cancelled with rollback after it had started (both dialects)."""
 
 DEADLINE_REASON = "deadline passed"
 _UNSET: Any = object()
@@ -186,6 +190,12 @@ class CronPlane(ControlPlane):
     @abstractmethod
     async def _waiting_runs(self, limit: int) -> builtins.list[Run]:
         """Interrupted runs whose ``waiting_on`` is not empty, least recently updated first."""
+
+    @abstractmethod
+    async def _rolled_back_runs(
+        self, since: datetime, until: datetime, limit: int
+    ) -> builtins.list[Run]:
+        """Runs cancelled with rollback that had started, ended in ``[since, until]``."""
 
     @abstractmethod
     async def _remove_workers(self, before: datetime) -> int: ...
@@ -362,6 +372,13 @@ class CronPlane(ControlPlane):
         """Every tenant's interrupted runs that wait on a tether approval."""
         runs = await self._waiting_runs(limit)
         return [r for r in runs if any(w.approval_id for w in r.waiting_on)]
+
+    async def rolled_back_runs(
+        self, since: datetime, until: datetime, *, limit: int = 1000
+    ) -> builtins.list[Run]:
+        """Every tenant's runs cancelled with ``rollback`` after they had started (a
+        claim or a resume), ended between ``since`` and ``until``, oldest first."""
+        return await self._rolled_back_runs(since, until, limit)
 
     async def remove_stale_workers(self, before: datetime) -> int:
         """Delete worker rows whose last heartbeat is older than ``before``."""

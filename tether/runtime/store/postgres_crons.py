@@ -18,7 +18,12 @@ import psycopg
 
 from tether.runtime.errors import AlreadyExistsError
 from tether.runtime.models import Assistant, Cron, Run
-from tether.runtime.store.crons import ValidCron, deadline_events, deadline_outcome
+from tether.runtime.store.crons import (
+    ROLLED_BACK,
+    ValidCron,
+    deadline_events,
+    deadline_outcome,
+)
 from tether.runtime.store.postgres_worker import (
     ENDED,
     Cursor,
@@ -225,6 +230,18 @@ class PostgresCronHooks(PostgresWorkerPlane):
                 """SELECT * FROM tether_runs WHERE status = 'interrupted'
                       AND waiting_on <> '[]'::jsonb ORDER BY updated_at LIMIT %s""",
                 (limit,),
+            )
+            rows = await cur.fetchall()
+        return [self.rows.run(r) for r in rows]
+
+    async def _rolled_back_runs(
+        self, since: datetime, until: datetime, limit: int
+    ) -> builtins.list[Run]:
+        async with self._conn() as conn:
+            cur = await conn.execute(
+                f"""SELECT * FROM tether_runs WHERE {ROLLED_BACK}
+                      AND ended_at BETWEEN %s AND %s ORDER BY ended_at LIMIT %s""",
+                (since, until, limit),
             )
             rows = await cur.fetchall()
         return [self.rows.run(r) for r in rows]

@@ -18,7 +18,12 @@ from typing import TYPE_CHECKING, Any
 
 from tether.runtime.errors import AlreadyExistsError
 from tether.runtime.models import Assistant, Cron, Run
-from tether.runtime.store.crons import ValidCron, deadline_events, deadline_outcome
+from tether.runtime.store.crons import (
+    ROLLED_BACK,
+    ValidCron,
+    deadline_events,
+    deadline_outcome,
+)
 from tether.runtime.store.rows import Dialect
 from tether.runtime.store.sqlite_worker import RunDB, SqliteWorkerPlane, insert_events
 from tether.runtime.store.types import Created
@@ -263,6 +268,18 @@ class SqliteCronHooks(SqliteWorkerPlane):
                 """SELECT * FROM tether_runs WHERE status = 'interrupted'
                       AND waiting_on <> '[]' ORDER BY updated_at LIMIT ?""",
                 (limit,),
+            ).fetchall()
+        )
+        return [self._db.rows.run(r) for r in rows]
+
+    async def _rolled_back_runs(
+        self, since: datetime, until: datetime, limit: int
+    ) -> builtins.list[Run]:
+        rows = await self._run(
+            lambda db: db.execute(
+                f"""SELECT * FROM tether_runs WHERE {ROLLED_BACK}
+                      AND ended_at BETWEEN ? AND ? ORDER BY ended_at LIMIT ?""",
+                (since.timestamp(), until.timestamp(), limit),
             ).fetchall()
         )
         return [self._db.rows.run(r) for r in rows]
