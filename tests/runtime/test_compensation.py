@@ -14,6 +14,7 @@ import pytest
 
 from tests.runtime.workers import PROJECT, in_process_worker
 from tether.approvals import get_approval
+from tether.errors import TetherError
 from tether.runtime import Run, Runtime, Scheduler, Worker
 from tether.runtime.compensations import awaiting, continuation_id, rollback_id
 from tether.runtime.errors import RunNotActiveError
@@ -307,6 +308,15 @@ async def test_a_new_run_with_rollback_undoes_a_started_pending_run_before_it_st
         run_id = await _paused(runtime, "saga_asks", thread, world)
     resumed = await runtime.resume(run_id, {"resume": "ship it"})
     assert (resumed.status, resumed.resumes) == ("pending", 1)
+    refused: list[dict[str, Any]] = [
+        {"assistant_id": "no_such_graph"},
+        {"assistant_id": "saga_asks", "run_id": run_id},  # a run id in use
+        {"assistant_id": "saga_asks", "after_seconds": -1},
+    ]
+    for bad in refused:  # a request refused cancels nothing
+        with pytest.raises(TetherError):
+            await runtime.create(thread_id=thread, multitask_strategy="rollback", **bad)
+        assert (await runtime.get(run_id)).status == "pending", bad
     new = await runtime.create(
         "saga_asks", thread_id=thread, input={"messages": []}, multitask_strategy="rollback"
     )

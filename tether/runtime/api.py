@@ -32,9 +32,11 @@ from tether.approvals import DecisionResult
 from tether.checkpointing import open_checkpointer, redact
 from tether.runtime.crons import CronMethods
 from tether.runtime.errors import (
+    AlreadyExistsError,
     CheckpointNotFoundError,
     InvalidRunRequestError,
     RunNotActiveError,
+    RunNotFoundError,
 )
 from tether.runtime.ids import check_id, new_id
 from tether.runtime.models import (
@@ -54,6 +56,8 @@ from tether.runtime.notify import Notifier
 from tether.runtime.store import open_run_store
 from tether.runtime.store.base import Created, NewEvent, RunStore
 from tether.runtime.store.requests import run_request
+from tether.runtime.store.types import NewRun
+from tether.runtime.store.validation import validate
 from tether.runtime.worker import checkpointer_options, notifier_for, register_graphs
 
 __all__ = ["Runtime"]
@@ -249,6 +253,7 @@ class Runtime(CronMethods):
         if checkpoint_id is not None:
             await self._check_fork(thread_id, checkpoint_id)
         if multitask_strategy == "rollback" and thread_id is not None and run_id is not None:
+            await self._refuse_before_superseding(request, run_id)
             await self._roll_back_started(thread_id, run_id)
         created = await self.store.create_run(request, tenant=self.tenant)
         await self._after_create(created)
@@ -293,6 +298,15 @@ class Runtime(CronMethods):
             raise CheckpointNotFoundError(
                 f"thread {thread_id!r} has no checkpoint {checkpoint_id!r}{where}"
             )
+
+    async def _refuse_before_superseding(self, request: NewRun, run_id: str) -> None:
+        """Raise what creating ``request`` would raise (a bad payload, an unknown assistant,
+        a run id in use) before :meth:`_roll_back_started` cancels anything."""
+        validate(request, now=datetime.now(UTC))
+        await self.store.get_assistant(request.assistant_id, tenant=self.tenant)
+        with contextlib.suppress(RunNotFoundError):
+            await self.store.get_run(run_id, tenant=self.tenant)
+            raise AlreadyExistsError(f"run {run_id} already exists")
 
     async def _roll_back_started(self, thread_id: str, new_run_id: str) -> None:
         """Before a run with multitask ``rollback`` is created: cancel with rollback each
