@@ -225,7 +225,7 @@ async def test_a_rollback_left_undone_by_a_dead_process_is_enqueued_by_the_sched
     runtime: Runtime, worker: Worker, tmp_path: Path, graph: str
 ) -> None:
     """The cancel was stored, then its process died before it enqueued the rollback: after
-    the grace, the scheduler's sweep enqueues it, once."""
+    the grace, the scheduler's sweep (which looks once per grace) enqueues it, once."""
     thread, world = f"orphan-{graph}", tmp_path / "world.db"
     run_id = await _paused(runtime, graph, thread, world)
     cancelled = await runtime.store.cancel_run(run_id, action="rollback", reason="withdrawn")
@@ -233,7 +233,7 @@ async def test_a_rollback_left_undone_by_a_dead_process_is_enqueued_by_the_sched
     assert cancelled.ended_at is not None
     within = await scheduler.tick(cancelled.ended_at + timedelta(seconds=5))
     assert within.rolled_back == []  # its canceller may still be enqueueing it
-    after = await scheduler.tick(cancelled.ended_at + timedelta(seconds=31))
+    after = await scheduler.tick(cancelled.ended_at + timedelta(seconds=35))  # a grace later
     assert after.rolled_back == [rollback_id(run_id)], after.errors
     await _rolled_back(runtime, run_id, thread)
     undos = ["undo-email ada@example.com", "undo-charge 4200"] if graph == "saga_asks" else []

@@ -17,7 +17,12 @@ from typing import Any, NamedTuple
 
 from tether._pg_setup import lock_for_setup
 from tether.runtime.errors import RuntimeSchemaError
-from tether.runtime.store import schema_postgres, schema_retention, schema_sqlite
+from tether.runtime.store import (
+    schema_postgres,
+    schema_retention,
+    schema_rollbacks,
+    schema_sqlite,
+)
 
 __all__ = [
     "LATEST",
@@ -52,6 +57,12 @@ MIGRATIONS: tuple[Migration, ...] = (
         "retention: thread activity index, audit summaries, erasure receipts, prune marks",
         schema_retention.POSTGRES_V2,
         schema_retention.SQLITE_V2,
+    ),
+    Migration(
+        3,
+        "an index of the runs cancelled with rollback, for the orphaned-rollback sweep",
+        schema_rollbacks.POSTGRES_V3,
+        schema_rollbacks.SQLITE_V3,
     ),
 )
 LATEST = MIGRATIONS[-1].version

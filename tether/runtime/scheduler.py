@@ -29,7 +29,8 @@ once a second, the others try again every few seconds. A tick runs, in order:
    ``decision_grace`` seconds ago or more, up to :data:`ROLLBACK_HORIZON`, that still has
    tool records, no rollback run and no compensation pass begun (the cancelling process
    died before it enqueued the rollback run, or a worker died between ending the run and
-   compensating it) gets its rollback run enqueued (idempotent);
+   compensating it) gets its rollback run enqueued (idempotent); this sweep looks once
+   per ``decision_grace``;
 4. **crons:** each due cron fires its slot once (``tether_cron_fires``), the
    run created as ``Runtime.create`` creates it; the next slot is the first
    after now, so slots missed while no scheduler ran collapse into one fire;
@@ -170,6 +171,7 @@ class Scheduler:
         self._stop = asyncio.Event()
         self._undeliverable: set[str] = set()  # decisions whose resume failed, logged once
         self._rollbacks_settled: set[str] = set()  # rollbacks seen done or under way
+        self._rollbacks_swept: datetime | None = None  # when the sweep last looked
 
     # -- leadership ---------------------------------------------------------------------------
 
@@ -351,8 +353,11 @@ class Scheduler:
         """Runs cancelled with rollback whose rollback nobody carries out: the cancelling
         process died before it enqueued the rollback run, or a worker died between ending
         the run as cancelled and compensating it. Each gets its rollback run (idempotent)."""
-        since = now - ROLLBACK_HORIZON
-        until = now - timedelta(seconds=self.decision_grace)
+        grace = timedelta(seconds=self.decision_grace)
+        if self._rollbacks_swept is not None and now - self._rollbacks_swept < grace:
+            return  # once per grace: what it finds waited that long anyway
+        self._rollbacks_swept = now
+        since, until = now - ROLLBACK_HORIZON, now - grace
         if len(self._rollbacks_settled) > _SETTLED_KEPT:
             self._rollbacks_settled.clear()
         for run in await self.runtime.store.rolled_back_runs(since, until):
