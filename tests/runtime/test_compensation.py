@@ -296,18 +296,39 @@ async def test_a_paused_runs_rollback_whose_undo_waits_on_a_person_deletes_once_
     await _approve_the_undo_then_rolled_back(runtime, run_id, "asks-down", tmp_path / "world.db")
 
 
+async def _resumed_and_left_pending(runtime: Runtime, paused: str, how: str) -> str:
+    """Resume the paused run (no worker serves): the run that will continue it, ``pending``.
+
+    ``how``: ``"v1"`` re-enqueues the paused run itself (``Runtime.resume``,
+    ``/v1/runs/{id}/resume``); ``"command"`` creates a new run with a
+    ``Command(resume=...)``, as LangGraph's SDK does, which closes the paused one.
+    """
+    thread = (await runtime.get(paused)).thread_id
+    if how == "v1":
+        resumed = await runtime.resume(paused, {"resume": "ship it"})
+        assert (resumed.status, resumed.resumes) == ("pending", 1)
+        return paused
+    resuming = await runtime.create("saga_asks", thread_id=thread, command={"resume": "ship it"})
+    closed = await runtime.get(paused)
+    assert (closed.status, closed.ended_reason) == (
+        "success",
+        f"continued by run {resuming.run_id}",
+    )
+    return resuming.run_id
+
+
+@pytest.mark.parametrize("how", ["v1", "command"])
 async def test_a_new_run_with_rollback_undoes_a_started_pending_run_before_it_starts(
-    runtime: Runtime, runtime_url: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+    runtime: Runtime, runtime_url: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, how: str
 ) -> None:
     """The run charged, emailed and paused; a person resumed it, but no worker has taken it
     up again (``pending``, started) when a new run supersedes it with ``rollback``. Its
     effects are undone, and its checkpoints deleted, before the new run starts."""
     monkeypatch.setenv("TETHER_TEST_WORKDIR", str(tmp_path))
-    world, thread = tmp_path / "world.db", "saga-superseded"
+    world, thread = tmp_path / "world.db", f"saga-superseded-{how}"
     async with in_process_worker(runtime_url):
-        run_id = await _paused(runtime, "saga_asks", thread, world)
-    resumed = await runtime.resume(run_id, {"resume": "ship it"})
-    assert (resumed.status, resumed.resumes) == ("pending", 1)
+        paused = await _paused(runtime, "saga_asks", thread, world)
+    run_id = await _resumed_and_left_pending(runtime, paused, how)
     refused: list[dict[str, Any]] = [
         {"assistant_id": "no_such_graph"},
         {"assistant_id": "saga_asks", "run_id": run_id},  # a run id in use
@@ -343,4 +364,47 @@ async def test_a_new_run_with_rollback_undoes_a_started_pending_run_before_it_st
     config: Any = {"configurable": {"thread_id": thread, "checkpoint_ns": ""}}
     history = [c async for c in saver.alist(config)]
     assert history, "the new run's checkpoints"
-    assert {c.metadata.get("run_id") for c in history} == {new.run_id}  # the old run's: gone
+    assert {c.metadata.get("run_id") for c in history} == {new.run_id}  # the old runs': gone
+
+
+async def test_a_run_that_resumed_a_paused_run_and_failed_undoes_what_the_paused_run_did(
+    runtime: Runtime, worker: Worker, tmp_path: Path
+) -> None:
+    """LangGraph's SDK resumes with a new run (``Command(resume=...)``), which closes the
+    paused one: when it fails, the effects made before the pause are still the saga's."""
+    world, thread = tmp_path / "world.db", "saga-resumed-fails"
+    paused = await _paused(runtime, "asks_then_fails", thread, world)
+    resuming = await runtime.create(
+        "asks_then_fails", thread_id=thread, command={"resume": "ship it"}
+    )
+    done = await runtime.wait(resuming.run_id, timeout=60)
+    assert done.status == "error", done
+    assert done.error is not None
+    assert done.error["compensation"]["undone"] == ["email", "charge"]
+    assert _kinds(world) == ["charge", "email", "undo-email ada@example.com", "undo-charge 4200"]
+    assert (await runtime.get(paused)).status == "success"  # continued by the resuming run
+
+
+async def test_a_run_that_resumed_a_paused_run_rolled_back_while_running_undoes_both(
+    runtime: Runtime, worker: Worker, tmp_path: Path
+) -> None:
+    """The resuming run is cancelled with rollback while it runs: what the paused run did is
+    undone too, and both runs' checkpoints go, as when the paused run itself is resumed."""
+    world, thread = tmp_path / "world.db", "saga-resumed-rolled-back"
+    paused = await _paused(runtime, "asks_then_waits", thread, world)
+    resuming = await runtime.create(
+        "asks_then_waits", thread_id=thread, command={"resume": "ship it"}
+    )
+    for _ in range(3000):  # until its worker holds it (it waits for the release)
+        if worker._held.get(resuming.run_id) is not None:
+            break
+        await asyncio.sleep(0.01)
+    done = await _rolled_back_while_running(runtime, worker, resuming.run_id, tmp_path)
+    assert done.status == "cancelled", done
+    assert done.ended_reason is not None
+    assert "undone: email, charge" in done.ended_reason
+    assert _kinds(world) == ["charge", "email", "undo-email ada@example.com", "undo-charge 4200"]
+    saver = await runtime.checkpointer()
+    config: Any = {"configurable": {"thread_id": thread, "checkpoint_ns": ""}}
+    assert [c async for c in saver.alist(config)] == []  # the paused run's went too
+    assert (await runtime.get(paused)).status == "success"

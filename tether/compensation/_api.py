@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Any
 
 from langgraph.checkpoint.base import BaseCheckpointSaver
@@ -46,7 +47,7 @@ def stopped_run(graph: Any, values: Any) -> str | None:
 
 
 def _context(
-    graph: Any, config: Any, reason: str | None, run_id: str | None
+    graph: Any, config: Any, reason: str | None, run_id: str | None, resumed: Sequence[str] = ()
 ) -> tuple[Context, BaseCheckpointSaver[Any]]:
     settings = settings_of(graph)
     if settings is None:
@@ -69,6 +70,12 @@ def _context(
         raise CompensationConfigError("reason= must be a non-empty sentence saying why")
     if run_id is not None and (not isinstance(run_id, str) or not run_id):
         raise CompensationConfigError(f"run_id must be a non-empty str, got {run_id!r}")
+    if isinstance(resumed, str) or not all(isinstance(r, str) and r for r in resumed):
+        raise CompensationConfigError(
+            f"resumed must be a sequence of run ids (non-empty str), got {resumed!r}"
+        )
+    if resumed and run_id is None:
+        raise CompensationConfigError("resumed= needs the run_id of the run that resumed them")
     tools = settings.tools_by_name(graph)
     register_edit_schemas(tools)
     ctx = Context(
@@ -78,12 +85,18 @@ def _context(
         reason=reason,
         run_policy=run_policy(config),
         run_id=run_id,
+        resumed=tuple(resumed),
     )
     return ctx, checkpointer
 
 
 async def compensate(
-    graph: Any, config: Any, *, reason: str | None = None, run_id: str | None = None
+    graph: Any,
+    config: Any,
+    *,
+    reason: str | None = None,
+    run_id: str | None = None,
+    resumed: Sequence[str] = (),
 ) -> CompensationReport:
     """Compensate the failed run on ``config``'s thread, newest effect first; or continue doing so.
 
@@ -98,6 +111,9 @@ async def compensate(
             keep the first pass's.
         run_id: Only the effects this run recorded (the runtime passes its run
             id); default: every effect of the thread.
+        resumed: The runs ``run_id`` continued by answering their interrupt (a
+            ``Command(resume=...)`` in a new run): their effects are its own.
+            Later passes keep the first pass's.
 
     Returns:
         A :class:`CompensationReport`: what was undone, what was not (and why),
@@ -107,16 +123,21 @@ async def compensate(
         CompensationConfigError: The graph does not compensate, has no
             checkpointer, or the config, reason or run policy is malformed.
     """
-    ctx, checkpointer = _context(graph, config, reason, run_id)
+    ctx, checkpointer = _context(graph, config, reason, run_id, resumed)
     with live_pass(ctx):
         return await run(compensation_flow(ctx), checkpointer)
 
 
 def compensate_sync(
-    graph: Any, config: Any, *, reason: str | None = None, run_id: str | None = None
+    graph: Any,
+    config: Any,
+    *,
+    reason: str | None = None,
+    run_id: str | None = None,
+    resumed: Sequence[str] = (),
 ) -> CompensationReport:
     """Sync twin of :func:`compensate` (every ``compensate`` hook must then be sync)."""
-    ctx, checkpointer = _context(graph, config, reason, run_id)
+    ctx, checkpointer = _context(graph, config, reason, run_id, resumed)
     with live_pass(ctx):
         return run_sync(compensation_flow(ctx), checkpointer)
 

@@ -95,7 +95,13 @@ class Context:
     reason: str | None
     run_policy: str | None
     run_id: str | None
+    resumed: tuple[str, ...] = ()  # runs ``run_id`` resumed: their effects are its own
     pass_id: str = field(default_factory=lambda: uuid.uuid4().hex)
+
+    @property
+    def runs(self) -> tuple[str, ...] | None:
+        """The runs whose effects this pass compensates (``None``: every run's)."""
+        return None if self.run_id is None else (self.run_id, *self.resumed)
 
     def policy_for(self, effect: Effect) -> str:
         tool = self.tools.get(effect.tool)
@@ -111,7 +117,7 @@ def compensation_flow(ctx: Context) -> Flow[CompensationReport]:
     states = {r.key: r for r in (yield ops.List(COMPENSATION_KIND, ctx.thread_id))}
     outcomes: list[EffectOutcome] = []
     blocked: EffectOutcome | None = None
-    for effect in effects_of(records, steps, ctx.tools, ctx.run_id):
+    for effect in effects_of(records, steps, ctx.tools, ctx.runs):
         if blocked is not None:
             outcomes.append(_outcome(effect, "waiting", f"after {_effect_after(blocked)}"))
             continue
@@ -212,8 +218,14 @@ def _remembered(ctx: Context) -> Flow[Context]:
             reason=first.get("reason") or ctx.reason,
             run_policy=first.get("run_policy"),
             run_id=first.get("run_id") if ctx.run_id is None else ctx.run_id,
+            resumed=tuple(first.get("resumed") or ctx.resumed),
         )
-    value = {"reason": ctx.reason or "", "run_policy": ctx.run_policy, "run_id": ctx.run_id}
+    value = {
+        "reason": ctx.reason or "",
+        "run_policy": ctx.run_policy,
+        "run_id": ctx.run_id,
+        "resumed": list(ctx.resumed),
+    }
     yield ops.Upsert(RUN_KIND, key, value, ctx.thread_id, _NO_RUN)
     return ctx
 

@@ -13,7 +13,7 @@ run failed in them).
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+from collections.abc import Collection, Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -73,13 +73,13 @@ def effects_of(
     records: Iterable[Record],
     steps: Iterable[Step],
     tools: Mapping[str, DurableTool],
-    run_id: str | None = None,
+    runs: Collection[str] | None = None,
 ) -> list[Effect]:
-    """The effects among a thread's tool records (of ``run_id`` only, if given), newest first."""
+    """The effects among a thread's tool records (of ``runs`` only, if given), newest first."""
     by_key = {s.key: s for s in steps if s.kind == "tool" and s.key}
     found = []
     for record in records:
-        if run_id is not None and record.run_id != run_id:
+        if runs is not None and record.run_id not in runs:
             continue
         effect = _effect(record, by_key, tools)
         if effect is not None:

@@ -324,7 +324,7 @@ class Runtime(CronMethods):
             tenant=self.tenant, thread_id=thread_id, status="pending", limit=1000
         )
         for run in pending:
-            if (run.attempt or run.resumes) and CONTINUES not in run.metadata:
+            if CONTINUES not in run.metadata and await self._started(run):
                 with contextlib.suppress(RunNotActiveError):  # a worker took it meanwhile
                     await self.cancel(run.run_id, action="rollback", reason=reason)
 
@@ -397,7 +397,7 @@ class Runtime(CronMethods):
         if run.status == "cancelled":
             # Before a rollback deletes the run's records, the approvals' among them.
             await self._cancel_approvals(before, reason or "run cancelled")
-            if action == "rollback" and (before.attempt or before.resumes):
+            if action == "rollback" and await self._started(before):
                 await self._roll_back(run)
         if wait:
             run = await self.wait(run_id)
@@ -407,10 +407,18 @@ class Runtime(CronMethods):
         """Whether ``run`` was cancelled with rollback and still has its records."""
         from tether.runtime import compensations
 
-        started = bool(run.attempt or run.resumes)
-        if not (run.status == "cancelled" and run.cancel_action == "rollback" and started):
+        if not (run.status == "cancelled" and run.cancel_action == "rollback"):
+            return False
+        if not await self._started(run):
             return False
         return await compensations.acted(self, run)
+
+    async def _started(self, run: Run) -> bool:
+        """Whether ``run``'s execution began: it was claimed or resumed, or it resumed an
+        interrupted run (a ``Command(resume=...)``), whose execution it continues."""
+        from tether.runtime import compensations
+
+        return bool(run.attempt or run.resumes or await compensations.resumed_by(self.store, run))
 
     async def _roll_back(self, run: Run) -> None:
         """Delete what the cancelled ``run`` wrote; if it recorded tool calls, a worker does,
@@ -420,7 +428,8 @@ class Runtime(CronMethods):
         if await compensations.acted(self, run):
             await compensations.enqueue_rollback(self, run)
         else:
-            await (await self.checkpointer()).adelete_for_runs([run.run_id])
+            resumed = await compensations.resumed_by(self.store, run)
+            await (await self.checkpointer()).adelete_for_runs([run.run_id, *resumed])
 
     async def _cancel_approvals(self, run: Run, reason: str, *, by: str = "tether:cancel") -> None:
         """Cancel the approvals ``run`` waited on (event ``approval.cancelled`` each)."""

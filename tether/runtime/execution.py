@@ -45,6 +45,7 @@ from tether.runtime._timeouts import (
 from tether.runtime.compensations import (
     CONTINUES,
     continue_compensation,
+    resumed_by,
     rollback_may_delete,
     rollback_reason,
     summary,
@@ -282,7 +283,7 @@ class Execution:
                 reason = f"{reason}; {summary(done)}" if reason else summary(done)
                 complete = rollback_may_delete(done)
             if complete:  # else the continuation that completes the compensation deletes them
-                await self.saver.adelete_for_runs([run.run_id])
+                await self.saver.adelete_for_runs([run.run_id, *await resumed_by(self.store, run)])
         state = await graph.aget_state(config)
         return lifecycle.cancelled(
             stop.action, reason, values=to_json(state.values), next_nodes=state.next
@@ -308,7 +309,10 @@ class Execution:
         raises is logged and reported; calling ``compensate`` again continues it.
         """
         try:
-            report = await compensate(graph, config, reason=reason, run_id=run.run_id)
+            resumed = await resumed_by(self.store, run)
+            report = await compensate(
+                graph, config, reason=reason, run_id=run.run_id, resumed=resumed
+            )
         except (RunStopped, FenceLostError):
             raise
         except Exception as exc:  # the run's outcome is still written

@@ -93,6 +93,18 @@ async def _ask() -> None:
     interrupt("ship the parcel?")
 
 
+async def _ask_then_fail() -> None:
+    """A person is asked; once they answered, the carrier refuses the parcel."""
+    interrupt("ship the parcel?")
+    raise RuntimeError("the carrier refused the parcel")
+
+
+async def _ask_then_wait() -> None:
+    """A person is asked; once they answered, the run waits for ``release``."""
+    interrupt("ship the parcel?")
+    await _wait_for_release()
+
+
 async def _blip() -> None:
     """Fail as a store does when its lock stays taken, ``$TETHER_TEST_WORKDIR/blips`` times."""
     left = _workdir() / "blips"
@@ -106,6 +118,8 @@ saga_fails = _saga(_fail)
 saga_waits = _saga(_wait_for_release)
 saga_blips = _saga(_blip)
 saga_asks = _saga(_ask)
+asks_then_fails = _saga(_ask_then_fail)
+asks_then_waits = _saga(_ask_then_wait)
 asks_uncompensated = _saga(_ask, compensates=False)
 asks_undo_fails = _saga(_ask, failing_undo=True)
 waits_undo_fails = _saga(_wait_for_release, failing_undo=True)

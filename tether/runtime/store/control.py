@@ -136,8 +136,18 @@ def created_event(assistant: Assistant, run: ValidRun) -> NewEvent:
             "multitask_strategy": run.strategy,
             "after_seconds": run.after_seconds,
             "deadline_at": None if run.deadline_at is None else run.deadline_at.isoformat(),
+            "resumes": resumes(run),
         },
     )
+
+
+def resumes(run: ValidRun) -> bool:
+    """Whether the run's input is a command that answers an interrupt (``resume``): it
+    continues the execution of the interrupted run it closes (see ``continued_reason``)."""
+    if run.input_kind != "command":
+        return False
+    command = loads(run.input_json)
+    return isinstance(command, Mapping) and "resume" in command
 
 
 def with_assistant(v: ValidRun, assistant: Assistant) -> ValidRun:
