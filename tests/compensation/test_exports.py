@@ -21,6 +21,7 @@ EXPECTED = [
     "compensation_began",
     "compensation_waits_on",
     "is_compensation_request",
+    "run_policy",
     "stopped_run",
 ]
 

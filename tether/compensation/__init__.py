@@ -22,7 +22,7 @@ from tether.compensation._api import (
 )
 from tether.compensation._flow import COMPENSATION_KIND
 from tether.compensation._report import CompensationReport, EffectOutcome
-from tether.compensation._settings import RUN_POLICY_KEY, compensating
+from tether.compensation._settings import RUN_POLICY_KEY, compensating, run_policy
 from tether.compensation._waiting import (
     compensated_run,
     compensation_began,
@@ -48,5 +48,6 @@ __all__ = [
     "compensation_began",
     "compensation_waits_on",
     "is_compensation_request",
+    "run_policy",
     "stopped_run",
 ]

@@ -74,6 +74,15 @@ INVALID: list[tuple[dict[str, Any], str]] = [
         "config.configurable key '__tether_budget' is reserved",
     ),
     ({"kwargs": {"config": {"configurable": ["x"]}}}, "config.configurable must be a mapping"),
+    # a compensation policy refused only once the run failed: nothing was undone nor listed
+    (
+        {"kwargs": {"config": {"configurable": {"tether_compensation": "bogus"}}}},
+        "config.configurable 'tether_compensation' must be 'auto', 'ask' or 'none', got 'bogus'",
+    ),
+    (
+        {"kwargs": {"config": {"configurable": {"tether_compensation": 5}}}},
+        "configurable 'tether_compensation' must be 'auto', 'ask' or 'none', got 5",
+    ),
     # a metadata that was not an object stopped the worker before the graph: the run stayed running
     ({"kwargs": {"config": {"metadata": 5}}}, "config.metadata must be a mapping"),
     ({"kwargs": {"config": {"metadata": [["a", 1]]}}}, "config.metadata must be a mapping"),

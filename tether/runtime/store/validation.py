@@ -14,6 +14,7 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any, get_args
 
+from tether.compensation import CompensationConfigError, run_policy
 from tether.runtime.errors import InvalidRunRequestError
 from tether.runtime.ids import check_id, new_id
 from tether.runtime.models import STREAM_MODES, Durability, InputKind, MultitaskStrategy
@@ -134,6 +135,10 @@ def check_run_config(kwargs: Mapping[str, Any]) -> None:
             f"config.configurable key {reserved[0]!r} is reserved: keys starting with '__' "
             "are set by LangGraph and tether, not by a run's caller"
         )
+    try:  # a policy compensation would refuse only once the run failed, undoing nothing
+        run_policy(config)
+    except CompensationConfigError as exc:
+        raise InvalidRunRequestError(f"config.{exc}") from None
     _check_config_fields(config)
 
 
