@@ -221,6 +221,24 @@ async def test_malformed_run_creations_create_nothing(fuzzed: tuple[str, str]) -
                 assert field in answer.text, (path, body, answer.text)
             batch = await http.post("/runs/batch", json=[{"assistant_id": "refund"}, {}])
             assert batch.status_code == 422, batch.text
+        # A batch whose second run is refused creates neither (the first was created and
+        # queued), and the refusal says which run it was.
+        for body, field in [
+            *[(b, f) for b, f in MALFORMED if isinstance(b, dict) and "assistant_id" in b],
+            ({"assistant_id": "no_such_graph"}, "no_such_graph"),
+            (
+                {"assistant_id": "refund", "config": {"configurable": {"__pregel_x": 1}}},
+                "__pregel_x",
+            ),
+            ({"assistant_id": "refund", "multitask_strategy": "ROLLBACK"}, "multitask_strategy"),
+            ({"assistant_id": "refund", "metadata": {"tether_compensates": "x"}}, "tether_"),
+        ]:
+            batch = await http.post("/runs/batch", json=[{"assistant_id": "refund"}, body])
+            assert 400 <= batch.status_code < 500, (body, batch.text)
+            assert field in batch.text, (body, batch.text)
+            detail = batch.json()["detail"]
+            named = "runs[1]" in detail if isinstance(detail, str) else detail[0]["loc"][1] == 1
+            assert named, (body, batch.text)
         assert await _count_runs(url) == before
 
 

@@ -250,11 +250,12 @@ class Runtime(CronMethods):
             run_id=run_id,
             webhook=webhook,
         )
-        if checkpoint_id is not None:
-            await self._check_fork(thread_id, checkpoint_id)
         if multitask_strategy == "rollback" and thread_id is not None and run_id is not None:
-            await self._refuse_before_superseding(request, run_id)
+            # Refused before anything is cancelled: a refused create changes nothing.
+            await self._refuse(request, thread_id, checkpoint_id)
             await self._roll_back_started(thread_id, run_id)
+        elif checkpoint_id is not None:
+            await self._check_fork(thread_id, checkpoint_id)
         created = await self.store.create_run(request, tenant=self.tenant)
         await self._after_create(created)
         return created.run
@@ -299,14 +300,24 @@ class Runtime(CronMethods):
                 f"thread {thread_id!r} has no checkpoint {checkpoint_id!r}{where}"
             )
 
-    async def _refuse_before_superseding(self, request: NewRun, run_id: str) -> None:
-        """Raise what creating ``request`` would raise (a bad payload, an unknown assistant,
-        a run id in use) before :meth:`_roll_back_started` cancels anything."""
+    async def check_create(self, assistant_id: str, **options: Any) -> None:
+        """Raise what :meth:`create` with these arguments would raise for the request itself
+        (a malformed payload, an unknown assistant, a run id in use, a fork from a missing
+        checkpoint), creating nothing: a batch checks every run before it creates one."""
+        request = run_request(assistant_id, **options)
+        await self._refuse(request, options.get("thread_id"), options.get("checkpoint_id"))
+
+    async def _refuse(
+        self, request: NewRun, thread_id: str | None, checkpoint_id: str | None
+    ) -> None:
         validate(request, now=datetime.now(UTC))
         await self.store.get_assistant(request.assistant_id, tenant=self.tenant)
-        with contextlib.suppress(RunNotFoundError):
-            await self.store.get_run(run_id, tenant=self.tenant)
-            raise AlreadyExistsError(f"run {run_id} already exists")
+        if request.run_id is not None:
+            with contextlib.suppress(RunNotFoundError):
+                await self.store.get_run(request.run_id, tenant=self.tenant)
+                raise AlreadyExistsError(f"run {request.run_id} already exists")
+        if checkpoint_id is not None:
+            await self._check_fork(thread_id, checkpoint_id)
 
     async def _roll_back_started(self, thread_id: str, new_run_id: str) -> None:
         """Before a run with multitask ``rollback`` is created: cancel with rollback each

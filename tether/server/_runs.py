@@ -18,8 +18,9 @@ import orjson
 from fastapi import APIRouter, Body, Depends, Header, Query, Response
 from fastapi.responses import StreamingResponse
 
+from tether.errors import TetherError
 from tether.runtime import Run, RunNotActiveError, streaming
-from tether.server._errors import ApiError
+from tether.server._errors import ApiError, status_for
 from tether.server._mapping import run_json
 from tether.server._paths import path_id, quote_id
 from tether.server._payloads import BIGGEST_COUNT, CancelMany, RunCreate
@@ -64,30 +65,34 @@ async def _create(srv: Served, thread_id: str | None, body: RunCreate) -> Run:
 
 async def _enqueue(srv: Served, thread_id: str | None, body: RunCreate) -> Run:
     """Create the run of a body :func:`_check` passed."""
+    return await srv.runtime.create(body.assistant_id, **_options(thread_id, body))
+
+
+def _options(thread_id: str | None, body: RunCreate) -> dict[str, Any]:
+    """``Runtime.create``'s arguments for ``body`` (after its assistant id)."""
     checkpoint_id = body.checkpoint_id or (body.checkpoint or {}).get("checkpoint_id")
     durability = body.durability
     if durability is None and body.checkpoint_during is not None:
         durability = "async" if body.checkpoint_during else "exit"
-    return await srv.runtime.create(
-        body.assistant_id,
-        thread_id=thread_id,
-        input=body.input,
-        command=body.command,
-        config=body.config,
-        context=body.context,
-        metadata=body.metadata,
-        multitask_strategy=body.multitask_strategy,  # type: ignore[arg-type]
-        if_not_exists=body.if_not_exists,  # type: ignore[arg-type]
-        on_completion=body.on_completion,  # type: ignore[arg-type]
-        after_seconds=body.after_seconds or 0,
-        stream_mode=body.stream_mode,  # type: ignore[arg-type]
-        stream_subgraphs=body.stream_subgraphs,
-        interrupt_before=body.interrupt_before,
-        interrupt_after=body.interrupt_after,
-        checkpoint_id=checkpoint_id,
-        durability=durability,  # type: ignore[arg-type]
-        webhook=body.webhook,
-    )
+    return {
+        "thread_id": thread_id,
+        "input": body.input,
+        "command": body.command,
+        "config": body.config,
+        "context": body.context,
+        "metadata": body.metadata,
+        "multitask_strategy": body.multitask_strategy,
+        "if_not_exists": body.if_not_exists,
+        "on_completion": body.on_completion,
+        "after_seconds": body.after_seconds or 0,
+        "stream_mode": body.stream_mode,
+        "stream_subgraphs": body.stream_subgraphs,
+        "interrupt_before": body.interrupt_before,
+        "interrupt_after": body.interrupt_after,
+        "checkpoint_id": checkpoint_id,
+        "durability": durability,
+        "webhook": body.webhook,
+    }
 
 
 async def _run_on(srv: Served, thread_id: str, run_id: str) -> Run:
@@ -187,9 +192,17 @@ async def create_stateless_run(body: RunCreate, srv: Srv) -> Response:
 async def create_stateless_runs(
     srv: Srv, bodies: Annotated[list[RunCreate], Body()]
 ) -> list[dict[str, Any]]:
-    """Several stateless runs at once (each is checked before any is created)."""
-    for body in bodies:
-        await _check(srv, body)
+    """Several stateless runs at once: each is checked in full before any is created, and
+    a refusal names the run (``runs[2]: ...``)."""
+    for index, body in enumerate(bodies):
+        try:
+            await _check(srv, body)
+            await srv.runtime.check_create(body.assistant_id, **_options(None, body))
+        except (ApiError, TetherError) as exc:
+            status = exc.status if isinstance(exc, ApiError) else status_for(exc)
+            if status is None:
+                raise
+            raise ApiError(status, f"runs[{index}]: {exc}") from exc
     return [_shown(await _enqueue(srv, None, body)) for body in bodies]
 
 
