@@ -335,7 +335,7 @@ class Runtime(CronMethods):
             tenant=self.tenant, thread_id=thread_id, status="pending", limit=1000
         )
         for run in pending:
-            if CONTINUES not in run.metadata and await self._started(run):
+            if CONTINUES not in run.metadata and self._started(run):
                 with contextlib.suppress(RunNotActiveError):  # a worker took it meanwhile
                     await self.cancel(run.run_id, action="rollback", reason=reason)
 
@@ -408,7 +408,7 @@ class Runtime(CronMethods):
         if run.status == "cancelled":
             # Before a rollback deletes the run's records, the approvals' among them.
             await self._cancel_approvals(before, reason or "run cancelled")
-            if action == "rollback" and await self._started(before):
+            if action == "rollback" and self._started(before):
                 await self._roll_back(run)
         if wait:
             run = await self.wait(run_id)
@@ -420,16 +420,17 @@ class Runtime(CronMethods):
 
         if not (run.status == "cancelled" and run.cancel_action == "rollback"):
             return False
-        if not await self._started(run):
+        if not self._started(run):
             return False
         return await compensations.acted(self, run)
 
-    async def _started(self, run: Run) -> bool:
+    @staticmethod
+    def _started(run: Run) -> bool:
         """Whether ``run``'s execution began: it was claimed or resumed, or it resumed an
         interrupted run (a ``Command(resume=...)``), whose execution it continues."""
         from tether.runtime import compensations
 
-        return bool(run.attempt or run.resumes or await compensations.resumed_by(self.store, run))
+        return bool(run.attempt or run.resumes or compensations.resumed_by(run))
 
     async def _roll_back(self, run: Run) -> None:
         """Delete what the cancelled ``run`` wrote; if it recorded tool calls, a worker does,
@@ -439,7 +440,7 @@ class Runtime(CronMethods):
         if await compensations.acted(self, run):
             await compensations.enqueue_rollback(self, run)
         else:
-            resumed = await compensations.resumed_by(self.store, run)
+            resumed = compensations.resumed_by(run)
             await (await self.checkpointer()).adelete_for_runs([run.run_id, *resumed])
 
     async def _cancel_approvals(self, run: Run, reason: str, *, by: str = "tether:cancel") -> None:

@@ -194,46 +194,19 @@ async def enqueue(runtime: Runtime, request: ApprovalRequest, doc: Mapping[str, 
     return created.run
 
 
-async def resumed_by(store: RunStore, run: Run) -> tuple[str, ...]:
-    """The runs whose execution ``run`` continues, newest first: the interrupted run it closed
-    by answering its interrupt (a ``Command(resume=...)``, event ``run.created`` says
-    ``resumes``), and so on back. Their effects and checkpoints count as ``run``'s when it
-    fails or is rolled back, as when the interrupted run itself is resumed."""
-    chain: list[str] = []
-    current, runs = run, None
-    while await _resumes(store, current):
-        if runs is None:
-            runs = await _runs_of(store, run)
-        reason = control.continued_reason(current.run_id)
-        closed = [r for r in runs if r.ended_reason == reason and r.run_id not in chain]
-        if not closed:
-            break
-        chain.extend(r.run_id for r in reversed(closed))
-        current = closed[-1]
-    return tuple(chain)
-
-
-async def _resumes(store: RunStore, run: Run) -> bool:
-    created = await store.events(run.run_id, tenant=run.tenant_id, limit=1, kinds=["run.created"])
-    return bool(created) and created[0].data.get("resumes") is True
-
-
-async def _runs_of(store: RunStore, run: Run) -> list[Run]:
-    """Every run of ``run``'s thread, oldest first."""
-    found: list[Run] = []
-    while True:
-        page = await store.list_runs(
-            tenant=run.tenant_id, thread_id=run.thread_id, limit=100, offset=len(found)
-        )
-        found.extend(page)
-        if len(page) < 100:
-            return sorted(found, key=lambda r: r.seq)
+def resumed_by(run: Run) -> tuple[str, ...]:
+    """The runs whose execution ``run`` continues, newest first: the interrupted runs it
+    closed by answering their interrupt (a ``Command(resume=...)`` in a new run), and those
+    they continued. Their effects and checkpoints count as ``run``'s when it fails or is
+    rolled back, as when an interrupted run is itself resumed (``Runtime.resume``). Written
+    into the run's ``kwargs`` when it is created; a worker reads only its own run's row."""
+    return tuple(str(r) for r in run.kwargs.get(control.RESUMED_KEY) or ())
 
 
 async def acted(runtime: Runtime, run: Run) -> bool:
     """Whether ``run`` (or a run it resumed) recorded a tool call (a durable tool's claim or
     result) on its thread."""
-    runs = {run.run_id, *await resumed_by(runtime.store, run)}
+    runs = {run.run_id, *resumed_by(run)}
     store = store_for(await runtime.checkpointer())
     records = await store.list("tool", thread_id=run.thread_id)
     return any(record.run_id in runs for record in records)
@@ -312,7 +285,7 @@ async def continue_compensation(
                 reason = f"run {ended_id} compensated: {summary(body)}; rolled back once complete"
                 return await _continued(store, run, ended, reason)
             done = f"compensated and rolled back: {summary(body)}"
-        await saver.adelete_for_runs([ended_id, *await resumed_by(store, ended)])
+        await saver.adelete_for_runs([ended_id, *resumed_by(ended)])
         return await _continued(store, run, ended, f"run {ended_id} {done}")
     if not compensating_graph(graph):
         raise TypeError(
@@ -325,7 +298,7 @@ async def continue_compensation(
     ended, body = compensated
     if ended.cancel_action == "rollback" and rollback_may_delete(body):
         # The rollback its compensation held back.
-        await saver.adelete_for_runs([ended_id, *await resumed_by(store, ended)])
+        await saver.adelete_for_runs([ended_id, *resumed_by(ended)])
     return await _continued(store, run, ended, f"compensated run {ended_id}: {summary(body)}")
 
 
@@ -342,7 +315,7 @@ async def _compensate_ended(  # noqa: PLR0917 - the worker's context, then what 
     rewritten and the report, or the continuation's own outcome if it was cancelled."""
     thread = {"configurable": {**config["configurable"], "thread_id": run.thread_id}}
     try:
-        resumed = await resumed_by(store, ended)
+        resumed = resumed_by(ended)
         report = await compensate(
             graph, thread, reason=reason, run_id=ended.run_id, resumed=resumed
         )

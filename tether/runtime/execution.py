@@ -283,7 +283,7 @@ class Execution:
                 reason = f"{reason}; {summary(done)}" if reason else summary(done)
                 complete = rollback_may_delete(done)
             if complete:  # else the continuation that completes the compensation deletes them
-                await self.saver.adelete_for_runs([run.run_id, *await resumed_by(self.store, run)])
+                await self.saver.adelete_for_runs([run.run_id, *resumed_by(run)])
         state = await graph.aget_state(config)
         return lifecycle.cancelled(
             stop.action, reason, values=to_json(state.values), next_nodes=state.next
@@ -309,7 +309,7 @@ class Execution:
         raises is logged and reported; calling ``compensate`` again continues it.
         """
         try:
-            resumed = await resumed_by(self.store, run)
+            resumed = resumed_by(run)
             report = await compensate(
                 graph, config, reason=reason, run_id=run.run_id, resumed=resumed
             )

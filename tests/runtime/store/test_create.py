@@ -351,6 +351,28 @@ async def test_a_new_run_continues_an_interrupted_one(store: RunStore) -> None:
     assert (await kinds(store, old.run_id))[-1] == "run.finished"
 
 
+async def test_a_resume_names_the_runs_whose_execution_it_continues(store: RunStore) -> None:
+    """A ``Command(resume=...)`` continues the paused run's execution, and that of the runs
+    the paused one itself resumed: its kwargs name them, newest first, so a worker that may
+    read only its own run's row still compensates and rolls back all of them. A run given
+    new input starts a new execution: it names none."""
+    first = (await create(store)).run_id
+    resumed: list[str] = []
+    for answer in ("yes", "again"):
+        paused = await claim_one(store)
+        await store.finish(paused.hold, Outcome("interrupted", "interrupted"))
+        created = await store.create_run(NewRun(GRAPH, thread_id="t1", command={"resume": answer}))
+        resumed.insert(0, paused.run.run_id)
+        assert created.run.kwargs["tether_resumed"] == resumed
+    assert resumed[-1] == first
+    paused = await claim_one(store)
+    await store.finish(paused.hold, Outcome("interrupted", "interrupted"))
+    fresh = await store.create_run(NewRun(GRAPH, thread_id="t1", input={"q": 1}))
+    assert "tether_resumed" not in fresh.run.kwargs
+    assert fresh.continued is not None
+    assert fresh.continued.run_id == paused.run.run_id
+
+
 # -- tenants (§3.13) --------------------------------------------------------------------
 
 

@@ -27,6 +27,7 @@ from tether.runtime.store.validation import (
 
 __all__ = [
     "MISSING_SCHEMA",
+    "RESUMED_KEY",
     "NewAssistant",
     "attempts_exceeded",
     "cancel_event",
@@ -136,18 +137,31 @@ def created_event(assistant: Assistant, run: ValidRun) -> NewEvent:
             "multitask_strategy": run.strategy,
             "after_seconds": run.after_seconds,
             "deadline_at": None if run.deadline_at is None else run.deadline_at.isoformat(),
-            "resumes": resumes(run),
         },
     )
 
 
-def resumes(run: ValidRun) -> bool:
-    """Whether the run's input is a command that answers an interrupt (``resume``): it
-    continues the execution of the interrupted run it closes (see ``continued_reason``)."""
-    if run.input_kind != "command":
-        return False
+RESUMED_KEY = "tether_resumed"
+"""Key of a run's ``kwargs``: the runs whose execution it continues, newest first."""
+
+
+def with_resumed(run: ValidRun, closed: Sequence[Run]) -> ValidRun:
+    """``run``, whose ``kwargs`` name the interrupted runs its creation ``closed`` (and those
+    they continued) when its input answers their interrupt (a command with ``resume``): it
+    continues their execution, so their effects are compensated and their checkpoints
+    rolled back with its own. A run given new input starts a new execution: unchanged."""
+    if not closed or run.input_kind != "command":
+        return run
     command = loads(run.input_json)
-    return isinstance(command, Mapping) and "resume" in command
+    if not (isinstance(command, Mapping) and "resume" in command):
+        return run
+    chain: list[str] = []
+    for ended in sorted(closed, key=lambda r: r.seq, reverse=True):
+        for run_id in (ended.run_id, *(ended.kwargs.get(RESUMED_KEY) or ())):
+            if run_id not in chain:
+                chain.append(str(run_id))
+    kwargs = {**loads(run.kwargs_json), RESUMED_KEY: chain}
+    return replace(run, kwargs_json=dumps(kwargs))
 
 
 def with_assistant(v: ValidRun, assistant: Assistant) -> ValidRun:

@@ -308,7 +308,9 @@ class PostgresRunStore(PostgresEditHooks, PostgresCronHooks, CronPlane, Retentio
         decision = plan(v.strategy, inflight)
         if decision.reject:
             raise ThreadBusyError(BUSY_MESSAGE)
-        continued = await self._continue_interrupted(cur, thread_id, v.run_id)
+        closed = await self._continue_interrupted(cur, thread_id, v.run_id)
+        continued = max(closed, key=lambda r: r.seq) if closed else None
+        v = control.with_resumed(v, closed)
         try:  # in a queued transaction, the insert's error comes at its fetch
             await cur.execute(
                 _INSERT_RUN, control.run_params(v, assistant, tenant, thread_id, self.rows.sealer)
@@ -335,7 +337,7 @@ class PostgresRunStore(PostgresEditHooks, PostgresCronHooks, CronPlane, Retentio
         await cur.execute("SELECT pg_notify('tether_runs', %s)", (assistant.graph_id,))
         return Created(created, tuple(superseded), continued)
 
-    async def _continue_interrupted(self, cur: Cursor, thread_id: str, new: str) -> Run | None:
+    async def _continue_interrupted(self, cur: Cursor, thread_id: str, new: str) -> list[Run]:
         await cur.execute(
             """UPDATE tether_runs
                   SET status = 'success', ended_at = now(), updated_at = now(),
@@ -343,11 +345,11 @@ class PostgresRunStore(PostgresEditHooks, PostgresCronHooks, CronPlane, Retentio
                 WHERE thread_id = %s AND status = 'interrupted' RETURNING run_id""",
             (control.continued_reason(new), thread_id),
         )
-        last: Run | None = None
+        closed: list[Run] = []
         for row in await cur.fetchall():
             await _append(cur, row["run_id"], [control.continued_event(new)], self.rows.sealer)
-            last = await self._locked_run(cur, row["run_id"])
-        return last
+            closed.append(await self._locked_run(cur, row["run_id"]))
+        return closed
 
     async def _locked_run(self, cur: Cursor, run_id: str) -> Run:
         await cur.execute("SELECT * FROM tether_runs WHERE run_id = %s FOR UPDATE", (run_id,))

@@ -132,18 +132,18 @@ def _cancel_in(db: DB, now: float, run_id: str, action: CancelAction, reason: st
     return _run(db, run_id)
 
 
-def _continue_interrupted(db: DB, now: float, thread_id: str, new: str) -> Run | None:
+def _continue_interrupted(db: DB, now: float, thread_id: str, new: str) -> list[Run]:
     rows = db.execute(
         """UPDATE tether_runs SET status = 'success', ended_at = :now, updated_at = :now,
                   ended_reason = :reason, input = NULL, input_kind = 'none'
             WHERE thread_id = :thread AND status = 'interrupted' RETURNING run_id""",
         {"now": now, "reason": control.continued_reason(new), "thread": thread_id},
     ).fetchall()
-    last = None
+    closed = []
     for row in rows:
         _append(db, row[0], [control.continued_event(new)], now)
-        last = _run(db, row[0])
-    return last
+        closed.append(_run(db, row[0]))
+    return closed
 
 
 def _create_run(db: DB, now: float, v: ValidRun, assistant: Assistant, tenant: str) -> Created:
@@ -176,7 +176,9 @@ def _create_run(db: DB, now: float, v: ValidRun, assistant: Assistant, tenant: s
     decision = plan(v.strategy, inflight)
     if decision.reject:
         raise ThreadBusyError(BUSY_MESSAGE)
-    continued = _continue_interrupted(db, now, thread_id, v.run_id)
+    closed = _continue_interrupted(db, now, thread_id, v.run_id)
+    continued = max(closed, key=lambda r: r.seq) if closed else None
+    v = control.with_resumed(v, closed)
     params = control.run_params(v, assistant, tenant, thread_id, db.rows.sealer)
     params.update(now=now, deadline=v.deadline_at and v.deadline_at.timestamp())
     try:
