@@ -51,7 +51,7 @@ from tether.runtime.models import (
     StreamMode,
     Thread,
 )
-from tether.runtime.multitask import superseded_reason
+from tether.runtime.multitask import TETHER_RUN_MARK, superseded_reason
 from tether.runtime.notify import Notifier
 from tether.runtime.store import open_run_store
 from tether.runtime.store.base import Created, NewEvent, RunStore
@@ -328,14 +328,12 @@ class Runtime(CronMethods):
         Superseded inside the create instead, it would be deleted uncompensated, or left for
         the new run to continue from.
         """
-        from tether.runtime.compensations import CONTINUES
-
         reason = superseded_reason(new_run_id, "rollback")
         pending = await self.store.list_runs(
             tenant=self.tenant, thread_id=thread_id, status="pending", limit=1000
         )
         for run in pending:
-            if CONTINUES not in run.metadata and self._started(run):
+            if TETHER_RUN_MARK not in run.metadata and self._started(run):
                 with contextlib.suppress(RunNotActiveError):  # a worker took it meanwhile
                     await self.cancel(run.run_id, action="rollback", reason=reason)
 
@@ -440,8 +438,7 @@ class Runtime(CronMethods):
         if await compensations.acted(self, run):
             await compensations.enqueue_rollback(self, run)
         else:
-            resumed = compensations.resumed_by(run)
-            await (await self.checkpointer()).adelete_for_runs([run.run_id, *resumed])
+            await (await self.checkpointer()).adelete_for_runs(compensations.execution_of(run))
 
     async def _cancel_approvals(self, run: Run, reason: str, *, by: str = "tether:cancel") -> None:
         """Cancel the approvals ``run`` waited on (event ``approval.cancelled`` each)."""

@@ -36,6 +36,7 @@ from typing import TYPE_CHECKING, Any
 from tether.approvals import ApprovalNotPendingError, ApprovalRequest, list_approvals
 from tether.boundaries import RunCancelledError
 from tether.compensation import (
+    CompensationReport,
     compensate,
     compensated_run,
     compensating_graph,
@@ -203,10 +204,26 @@ def resumed_by(run: Run) -> tuple[str, ...]:
     return tuple(str(r) for r in run.kwargs.get(control.RESUMED_KEY) or ())
 
 
+def execution_of(run: Run) -> list[str]:
+    """``run`` and the runs it resumed (:func:`resumed_by`): whose effects its compensation
+    undoes and whose checkpoints its rollback deletes."""
+    return [run.run_id, *resumed_by(run)]
+
+
+async def compensate_run(
+    graph: Any, config: Any, run: Run, reason: str | None
+) -> CompensationReport:
+    """``compensate`` the effects of ``run``'s execution (its own and those of the runs it
+    resumed)."""
+    return await compensate(
+        graph, config, reason=reason, run_id=run.run_id, resumed=resumed_by(run)
+    )
+
+
 async def acted(runtime: Runtime, run: Run) -> bool:
     """Whether ``run`` (or a run it resumed) recorded a tool call (a durable tool's claim or
     result) on its thread."""
-    runs = {run.run_id, *resumed_by(run)}
+    runs = set(execution_of(run))
     store = store_for(await runtime.checkpointer())
     records = await store.list("tool", thread_id=run.thread_id)
     return any(record.run_id in runs for record in records)
@@ -285,7 +302,7 @@ async def continue_compensation(
                 reason = f"run {ended_id} compensated: {summary(body)}; rolled back once complete"
                 return await _continued(store, run, ended, reason)
             done = f"compensated and rolled back: {summary(body)}"
-        await saver.adelete_for_runs([ended_id, *resumed_by(ended)])
+        await saver.adelete_for_runs(execution_of(ended))
         return await _continued(store, run, ended, f"run {ended_id} {done}")
     if not compensating_graph(graph):
         raise TypeError(
@@ -298,7 +315,7 @@ async def continue_compensation(
     ended, body = compensated
     if ended.cancel_action == "rollback" and rollback_may_delete(body):
         # The rollback its compensation held back.
-        await saver.adelete_for_runs([ended_id, *resumed_by(ended)])
+        await saver.adelete_for_runs(execution_of(ended))
     return await _continued(store, run, ended, f"compensated run {ended_id}: {summary(body)}")
 
 
@@ -315,10 +332,7 @@ async def _compensate_ended(  # noqa: PLR0917 - the worker's context, then what 
     rewritten and the report, or the continuation's own outcome if it was cancelled."""
     thread = {"configurable": {**config["configurable"], "thread_id": run.thread_id}}
     try:
-        resumed = resumed_by(ended)
-        report = await compensate(
-            graph, thread, reason=reason, run_id=ended.run_id, resumed=resumed
-        )
+        report = await compensate_run(graph, thread, ended, reason)
     except RunCancelledError as stop:
         return lifecycle.cancelled(stop.action, stop.reason or "")
     body = report.to_dict(args=False)

@@ -33,7 +33,7 @@ from tether.boundaries import (
     RunTimedOutError,
     guarding,
 )
-from tether.compensation import compensate, compensating_graph, stopped_run
+from tether.compensation import compensating_graph, stopped_run
 from tether.runtime import lifecycle
 from tether.runtime._cancelling import cancel_watchdog
 from tether.runtime._timeouts import (
@@ -44,8 +44,9 @@ from tether.runtime._timeouts import (
 )
 from tether.runtime.compensations import (
     CONTINUES,
+    compensate_run,
     continue_compensation,
-    resumed_by,
+    execution_of,
     rollback_may_delete,
     rollback_reason,
     summary,
@@ -283,7 +284,7 @@ class Execution:
                 reason = f"{reason}; {summary(done)}" if reason else summary(done)
                 complete = rollback_may_delete(done)
             if complete:  # else the continuation that completes the compensation deletes them
-                await self.saver.adelete_for_runs([run.run_id, *resumed_by(run)])
+                await self.saver.adelete_for_runs(execution_of(run))
         state = await graph.aget_state(config)
         return lifecycle.cancelled(
             stop.action, reason, values=to_json(state.values), next_nodes=state.next
@@ -309,10 +310,7 @@ class Execution:
         raises is logged and reported; calling ``compensate`` again continues it.
         """
         try:
-            resumed = resumed_by(run)
-            report = await compensate(
-                graph, config, reason=reason, run_id=run.run_id, resumed=resumed
-            )
+            report = await compensate_run(graph, config, run, reason)
         except (RunStopped, FenceLostError):
             raise
         except Exception as exc:  # the run's outcome is still written
